@@ -1,0 +1,33 @@
+# The course's two commands:
+#   make lab    set up everything (first time only) and open the course in JupyterLab
+#   make test   set up everything (first time only) and run the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PORT ?= 8888
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+.PHONY: lab test bench doctor clean
+
+$(BIN)/.installed: requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "The course needs Python 3.11 or newer; this is " + sys.version.split()[0] + ". Run: make PYTHON=python3.11 ...")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt -e .
+	touch $@
+
+$(BIN)/.test-installed: $(BIN)/.installed requirements-test.txt
+	$(BIN)/python -m pip install --quiet -r requirements-test.txt
+	touch $@
+
+lab: $(BIN)/.installed
+	$(BIN)/jupyter lab --port=$(PORT) $(ROOT_FLAG) notebooks/00_start_here.ipynb
+
+test: $(BIN)/.test-installed
+	$(BIN)/python -m pytest
+
+bench: $(BIN)/.installed
+	$(BIN)/python -m course_utils.bench notebooks
+
+clean:
+	rm -rf $(VENV) test-artifacts _build

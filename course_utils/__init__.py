@@ -1,0 +1,40 @@
+"""Support package for the course on device meshes with Keras 3 on JAX.
+
+Everything here runs the real `keras.distribution` code and returns real
+Keras and JAX objects; the package adds checks, tables and drawings. Call
+`setup_devices` first, before anything starts JAX.
+"""
+
+from course_utils.devices import DeviceSetup, DeviceSetupError, current_setup, setup_devices
+from course_utils.exercises import check
+from course_utils.layout import LayoutMapError, LayoutReport, Problem, check_layout_map, explain_layout
+from course_utils.lesson import expect_error
+from course_utils.mesh import describe_mesh, make_mesh, mesh_shapes
+from course_utils.placement import Block, Placement, placement, planned_placement
+from course_utils.viz import device_color, draw_batch_split, draw_mesh, draw_model, draw_placement
+
+__all__ = [
+    "Block",
+    "DeviceSetup",
+    "DeviceSetupError",
+    "LayoutMapError",
+    "LayoutReport",
+    "Placement",
+    "Problem",
+    "check",
+    "check_layout_map",
+    "current_setup",
+    "describe_mesh",
+    "device_color",
+    "draw_batch_split",
+    "draw_mesh",
+    "draw_model",
+    "draw_placement",
+    "expect_error",
+    "explain_layout",
+    "make_mesh",
+    "mesh_shapes",
+    "placement",
+    "planned_placement",
+    "setup_devices",
+]

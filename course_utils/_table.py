@@ -1,0 +1,56 @@
+"""A small read-only table: a readable repr in a terminal, HTML in a notebook."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+
+class Table:
+    """Rows of plain values with column headers.
+
+    Subclasses set `title` and `columns` and fill `rows`; `cells(row)` turns
+    one row into the strings shown.
+    """
+
+    title: str = ""
+    columns: Sequence[str] = ()
+
+    def __init__(self, rows: Sequence, *, title: str | None = None):
+        self.rows = list(rows)
+        if title is not None:
+            self.title = title
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+    def cells(self, row) -> list[str]:
+        return [str(v) for v in row]
+
+    def _grid(self) -> list[list[str]]:
+        return [list(self.columns)] + [self.cells(r) for r in self.rows]
+
+    def __repr__(self) -> str:
+        grid = self._grid()
+        widths = [max(len(line[i]) for line in grid) for i in range(len(grid[0]))]
+        fmt = lambda line: "  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip()
+        lines = [fmt(grid[0]), "  ".join("-" * w for w in widths)]
+        lines += [fmt(line) for line in grid[1:]]
+        head = [self.title] if self.title else []
+        return "\n".join(head + lines)
+
+    def _repr_html_(self) -> str:
+        grid = self._grid()
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in grid[0])
+        body = "".join(
+            "<tr>" + "".join(f"<td><code>{html.escape(c)}</code></td>" for c in line) + "</tr>"
+            for line in grid[1:]
+        )
+        caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
+        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -1,0 +1,187 @@
+"""Which devices the course runs on: real accelerators or simulated CPU devices.
+
+JAX fixes its device list the moment its backends start (the first
+`jax.devices()` call or the first array operation). `setup_devices` must
+therefore run first, in the first cell of every notebook. If JAX already
+started with too few devices, it stops with a message that says to restart
+the kernel, instead of carrying on with fewer devices than asked for.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+PLATFORMS = ("auto", "cpu", "gpu", "tpu")
+PLATFORM_ENV = "COURSE_PLATFORM"
+
+_RESTART_HINT = (
+    "Restart the kernel (Kernel > Restart Kernel in JupyterLab) and run the "
+    "first cell, the one that calls setup_devices, before any other cell."
+)
+
+_current: DeviceSetup | None = None
+
+
+class DeviceSetupError(RuntimeError):
+    """The devices the course asked for cannot be had in this process."""
+
+
+@dataclass(frozen=True)
+class DeviceSetup:
+    """The devices the course uses, in the order meshes lay them out.
+
+    Attributes:
+        devices: Keras device strings such as `"cpu:0"`, in mesh order.
+        platform: `"cpu"`, `"gpu"` or `"tpu"`.
+        simulated: True when several CPU devices share this machine's cores.
+    """
+
+    devices: tuple[str, ...]
+    platform: str
+    simulated: bool
+
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    def __repr__(self) -> str:
+        n = len(self.devices)
+        names = ", ".join(self.devices) if n <= 4 else (
+            f"{self.devices[0]} ... {self.devices[-1]}")
+        if self.simulated:
+            kind = f"{n} simulated CPU devices ({names})"
+            note = "they share this machine's cores: they show placement, not speed"
+        else:
+            kind = f"{n} {self.platform.upper()} device{'s' * (n != 1)} ({names})"
+            note = "real devices"
+        return f"DeviceSetup: {kind}; {note}."
+
+
+def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
+    """Chooses the devices for the course and configures JAX to expose them.
+
+    Call it before anything starts JAX (it may come before or after
+    `import keras`). It sets `KERAS_BACKEND=jax` if unset, asks JAX for `n`
+    CPU devices, and picks real accelerators when at least `n` exist,
+    otherwise `n` simulated CPU devices. Calling it again with the same
+    arguments returns the same setup.
+
+    Args:
+        n: How many devices the course needs.
+        platform: `"auto"`, `"cpu"`, `"gpu"` or `"tpu"`. With `"auto"` the
+            environment variable `COURSE_PLATFORM` may force a choice.
+
+    Returns:
+        A `DeviceSetup`; its repr is a one-line summary for the learner.
+
+    Raises:
+        DeviceSetupError: JAX already started with fewer devices than `n`,
+            or the forced platform has too few devices.
+
+    Example:
+        >>> setup = setup_devices(8)
+        >>> setup.devices[:2]
+        ('cpu:0', 'cpu:1')
+    """
+    global _current
+    n = _validate_count(n)
+    platform = _resolve_platform(platform)
+    _use_jax_backend_for_keras()
+
+    import jax
+
+    started = not _try_config(jax, "jax_num_cpu_devices", n)
+    if platform == "cpu" and not started:
+        _try_config(jax, "jax_platforms", "cpu")
+    chosen = _choose(jax, n, platform, started)
+    if chosen[0].platform == "cpu" and jax.default_backend() != "cpu":
+        # Fewer accelerators than asked: keep un-placed arrays on the CPU too.
+        jax.config.update("jax_default_device", chosen[0])
+    is_cpu = chosen[0].platform == "cpu"
+    _current = DeviceSetup(
+        devices=tuple(f"{d.platform}:{d.id}" for d in chosen),
+        platform=chosen[0].platform,
+        simulated=is_cpu and n > 1,
+    )
+    return _current
+
+
+def current_setup() -> DeviceSetup | None:
+    """The result of the last successful `setup_devices` call, if any."""
+    return _current
+
+
+def _validate_count(n) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(
+            f"setup_devices needs a positive whole number of devices. "
+            f"Received: n={n!r}. Use for example setup_devices(8)."
+        )
+    return n
+
+
+def _resolve_platform(platform: str) -> str:
+    if platform == "auto":
+        platform = os.environ.get(PLATFORM_ENV, "auto").strip().lower() or "auto"
+        source = f"the environment variable {PLATFORM_ENV}"
+    else:
+        source = "platform"
+    if platform not in PLATFORMS:
+        raise ValueError(
+            f"Unknown platform. Received: {source}={platform!r}. "
+            f"Use one of {', '.join(repr(p) for p in PLATFORMS)}."
+        )
+    return platform
+
+
+def _use_jax_backend_for_keras() -> None:
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    keras = sys.modules.get("keras")
+    if keras is not None and keras.backend.backend() != "jax":
+        raise DeviceSetupError(
+            f"Keras was imported with the {keras.backend.backend()!r} backend, "
+            f"but this course needs 'jax'. {_RESTART_HINT}"
+        )
+
+
+def _try_config(jax, name: str, value) -> bool:
+    """Sets a JAX option; returns False when JAX's backends already started."""
+    try:
+        jax.config.update(name, value)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _choose(jax, n: int, platform: str, started: bool) -> list:
+    if platform in ("gpu", "tpu"):
+        found = _devices_of(jax, platform)
+        if len(found) < n:
+            raise DeviceSetupError(
+                f"platform={platform!r} asks for {n} {platform.upper()} devices, "
+                f"but JAX finds {len(found)}. Use platform='cpu' (or 'auto') "
+                f"to simulate {n} devices on the CPU."
+            )
+        return found[:n]
+    if platform == "auto":
+        accelerators = [d for d in jax.devices() if d.platform != "cpu"]
+        if len(accelerators) >= n:
+            return accelerators[:n]
+    cpus = _devices_of(jax, "cpu")
+    if len(cpus) < n:
+        why = ("JAX had already started" if started
+               else "JAX would not create them")
+        raise DeviceSetupError(
+            f"Asked for {n} CPU devices, but only {len(cpus)} exist: {why} "
+            f"with {len(cpus)}. The course never goes on with fewer devices "
+            f"than asked for. {_RESTART_HINT}"
+        )
+    return cpus[:n]
+
+
+def _devices_of(jax, platform: str) -> list:
+    try:
+        return list(jax.devices(platform))
+    except RuntimeError:
+        return []

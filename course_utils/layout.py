@@ -1,0 +1,228 @@
+"""Explaining and checking LayoutMaps against a real model.
+
+Which rule a variable matched is Keras's answer (`LayoutMap` lookup and
+`distribution.get_variable_layout`); this module only reports it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from course_utils._table import Table
+from course_utils.placement import Placement, layout_errors, planned_placement
+
+UNMATCHED = "replicated: no rule matched"
+
+
+@dataclass(frozen=True)
+class LayoutRow:
+    """How one variable is laid out, and why."""
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: str
+    rule: str
+    axes: tuple
+    shard_shape: tuple[int, ...]
+    bytes_per_device: int
+    placement: Placement
+
+
+class LayoutReport(Table):
+    """One row per variable: path, shape, the rule that matched, the result."""
+
+    columns = ("path", "shape", "dtype", "rule", "axes", "shard shape", "bytes/device")
+
+    def cells(self, row: LayoutRow) -> list[str]:
+        return [row.path, str(row.shape), row.dtype, row.rule, str(row.axes),
+                str(row.shard_shape), f"{row.bytes_per_device:,}"]
+
+    def row(self, path: str) -> LayoutRow:
+        """The row of the variable whose path is `path`."""
+        for r in self.rows:
+            if r.path == path:
+                return r
+        raise KeyError(f"No variable with path {path!r}. Paths: {[r.path for r in self.rows]}")
+
+    @property
+    def bytes_per_device(self) -> dict[str, int]:
+        """Total bytes each device holds for all rows."""
+        totals: dict[str, int] = {}
+        for r in self.rows:
+            for device, n in r.placement.device_bytes:
+                totals[device] = totals.get(device, 0) + n
+        return totals
+
+
+def layout_map_of(distribution):
+    """The `LayoutMap` behind a distribution (None for `DataParallel`)."""
+    return getattr(distribution, "_layout_map", None)
+
+
+def explain_layout(model, distribution) -> LayoutReport:
+    """Tabulates the layout Keras gives every variable of a model.
+
+    Args:
+        model: A built Keras model. Once compiled and built, its optimizer
+            variables are listed too.
+        distribution: A `keras.distribution.DataParallel` or `ModelParallel`.
+
+    Returns:
+        A `LayoutReport`: a table in a notebook, `.rows` for code.
+    """
+    variables = _model_variables(model)
+    optimizer = getattr(model, "optimizer", None)
+    owners = {}
+    if optimizer is not None and optimizer.built:
+        owners = _optimizer_owners(optimizer.variables, variables)
+        variables = variables + list(optimizer.variables)
+    layout_map = layout_map_of(distribution)
+    rows = []
+    by_path = {v.path: v for v in variables}
+    for variable in variables:
+        if variable.path in owners:
+            # Keras gives a slot variable its weight's layout (add_variable_from_reference).
+            layout = distribution.get_variable_layout(by_path[owners[variable.path]])
+            rule = f"follows {owners[variable.path]}"
+        else:
+            layout = distribution.get_variable_layout(variable)
+            rule = _matched_rule(layout_map, variable.path)
+        planned = planned_placement(tuple(variable.shape), layout, dtype=variable.dtype, name=variable.path)
+        rows.append(LayoutRow(
+            path=variable.path, shape=tuple(variable.shape), dtype=str(variable.dtype),
+            rule=rule, axes=tuple(layout.axes), shard_shape=planned.shard_shape,
+            bytes_per_device=max(planned.bytes_per_device.values()), placement=planned,
+        ))
+    title = f"{type(distribution).__name__} on mesh {tuple(distribution.device_mesh.shape)} {tuple(distribution.device_mesh.axis_names)}"
+    return LayoutReport(rows, title=title)
+
+
+def _model_variables(model) -> list:
+    variables = list(model.variables)
+    if not variables:
+        raise ValueError(
+            f"The model {model.name!r} has no variables yet. Build it first: give "
+            f"it a keras.Input, or call model.build(input_shape)."
+        )
+    return variables
+
+
+def _matched_rule(layout_map, path: str) -> str:
+    if layout_map is None:
+        return "replicated: DataParallel"
+    found = layout_map[path]  # Keras's own lookup; raises on two matching keys
+    if found is None:
+        return UNMATCHED
+    return next(key for key, value in layout_map.items() if value is found)
+
+
+def _optimizer_owners(optimizer_variables, model_variables) -> dict[str, str]:
+    """Optimizer variable path -> path of the weight it was created from.
+
+    Keras names a slot variable `<weight path with '/' as '_'>_<slot>`.
+    """
+    prefixes = sorted(((v.path.replace("/", "_") + "_", v.path) for v in model_variables), reverse=True)
+    owners = {}
+    for ov in optimizer_variables:
+        owner = next((path for prefix, path in prefixes if ov.name.startswith(prefix)), None)
+        if owner is not None:
+            owners[ov.path] = owner
+    return owners
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a LayoutMap, and how to fix it."""
+
+    kind: str
+    key: str | None
+    path: str | None
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class LayoutMapError(ValueError):
+    """A LayoutMap has problems (raised by `check_layout_map(strict=True)`)."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        lines = "\n".join(f"- {p.message}" for p in problems)
+        super().__init__(f"The LayoutMap has {len(problems)} problem(s):\n{lines}")
+
+
+def check_layout_map(layout_map, model, *, strict: bool = False) -> list[Problem]:
+    """Finds what would go wrong with a LayoutMap before training starts.
+
+    Finds keys that match no variable path (keys must match the *whole*
+    path), variables matched by two keys, axis names not in the mesh,
+    dimensions not divisible by the mesh axis size, and layouts whose rank
+    differs from the variable's.
+
+    Args:
+        layout_map: A `keras.distribution.LayoutMap`.
+        model: The built Keras model the map is for.
+        strict: Raise `LayoutMapError` instead of returning problems.
+
+    Returns:
+        A list of `Problem`s (empty when the map is sound).
+    """
+    variables = _model_variables(model)
+    mesh = layout_map.device_mesh
+    axis_sizes = dict(zip(mesh.axis_names, mesh.shape))
+    problems = [_unmatched_key(key, variables) for key in layout_map
+                if not any(_key_matches(key, v.path) for v in variables)]
+    for variable in variables:
+        try:
+            layout = layout_map[variable.path]
+        except ValueError:
+            keys = [k for k in layout_map if _key_matches(k, variable.path)]
+            problems.append(Problem(
+                "two_keys", None, variable.path,
+                f"Variable {variable.path!r} is matched by {len(keys)} keys {keys}; "
+                f"Keras refuses to choose. Make the keys specific enough that each "
+                f"path matches at most one.",
+            ))
+            continue
+        if layout is None:
+            continue
+        key = _matched_rule(layout_map, variable.path)
+        for error in layout_errors(tuple(variable.shape), layout.axes, axis_sizes):
+            problems.append(Problem(
+                "bad_layout", key, variable.path,
+                f"Key {key!r} gives {variable.path!r} (shape {tuple(variable.shape)}) "
+                f"the layout {tuple(layout.axes)}: {error}",
+            ))
+    if strict and problems:
+        raise LayoutMapError(problems)
+    return problems
+
+
+def _key_matches(key: str, path: str) -> bool:
+    """Asks Keras whether `key` alone would match `path`."""
+    from keras.distribution import LayoutMap, TensorLayout
+
+    probe = LayoutMap(None)
+    probe[key] = TensorLayout(())
+    return probe[path] is not None
+
+
+def _unmatched_key(key: str, variables) -> Problem:
+    near = [v.path for v in variables if _searches(key, v.path)]
+    if near:
+        hint = (f"It appears inside {near[:3]}, but keys must match the whole path "
+                f"(re.fullmatch). Write '.*{key}' or the full path {near[0]!r}.")
+    else:
+        hint = f"Check the spelling against the paths: {[v.path for v in variables][:6]}."
+    return Problem("unmatched_key", key, None,
+                   f"Key {key!r} matches no variable, so its layout is never used and "
+                   f"those weights stay replicated. {hint}")
+
+
+def _searches(key: str, path: str) -> bool:
+    try:
+        return re.search(key, path) is not None
+    except re.error:
+        return False

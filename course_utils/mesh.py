@@ -1,0 +1,164 @@
+"""Building, checking and describing device meshes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from course_utils._table import Table
+from course_utils.devices import current_setup
+
+
+def mesh_shapes(n_devices: int, ndim: int = 2) -> list[tuple[int, ...]]:
+    """Every way to arrange `n_devices` as an `ndim`-dimensional grid.
+
+    Args:
+        n_devices: Number of devices.
+        ndim: Number of mesh axes.
+
+    Returns:
+        The shapes whose sizes multiply to `n_devices`, in increasing order.
+
+    Example:
+        >>> mesh_shapes(8)
+        [(1, 8), (2, 4), (4, 2), (8, 1)]
+    """
+    for name, value in (("n_devices", n_devices), ("ndim", ndim)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(
+                f"mesh_shapes needs positive whole numbers. Received: {name}={value!r}."
+            )
+    if ndim == 1:
+        return [(n_devices,)]
+    return [
+        (first, *rest)
+        for first in range(1, n_devices + 1)
+        if n_devices % first == 0
+        for rest in mesh_shapes(n_devices // first, ndim - 1)
+    ]
+
+
+def make_mesh(shape: Sequence[int], axis_names: Sequence[str], *, devices=None):
+    """Builds a `keras.distribution.DeviceMesh`, checking the input first.
+
+    Args:
+        shape: Size of each mesh axis, e.g. `(2, 4)`.
+        axis_names: One name per axis, e.g. `("data", "model")`.
+        devices: Devices to lay out, in order. Defaults to those chosen by
+            `setup_devices`.
+
+    Returns:
+        A real `keras.distribution.DeviceMesh`.
+
+    Example:
+        >>> mesh = make_mesh((2, 4), ("data", "model"))
+        >>> mesh.devices[1, 0]
+        'cpu:4'
+    """
+    from keras import distribution
+
+    shape = _check_shape(shape)
+    axis_names = _check_axis_names(axis_names, shape)
+    devices = _default_devices() if devices is None else [str(d) for d in devices]
+    if math.prod(shape) != len(devices):
+        valid = ", ".join(str(s) for s in mesh_shapes(len(devices), len(shape)))
+        raise ValueError(
+            f"A mesh of shape {shape} needs {math.prod(shape)} devices, but "
+            f"{len(devices)} were given. Received: shape={shape} for "
+            f"{len(devices)} devices. Valid {len(shape)}-D shapes: {valid}."
+        )
+    return distribution.DeviceMesh(shape, axis_names, devices=devices)
+
+
+def _default_devices() -> list[str]:
+    setup = current_setup()
+    if setup is not None:
+        return list(setup.devices)
+    from keras import distribution
+
+    return distribution.list_devices()
+
+
+def _check_shape(shape) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)) or not isinstance(shape, Sequence):
+        raise ValueError(
+            f"shape must be a tuple of axis sizes such as (2, 4) or (8,). "
+            f"Received: shape={shape!r}."
+        )
+    if len(shape) == 0:
+        raise ValueError("shape must have at least one axis. Received: shape=().")
+    bad = [s for s in shape if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1]
+    if bad:
+        raise ValueError(
+            f"Every mesh axis size must be a positive whole number. "
+            f"Received: shape={tuple(shape)!r}; not valid: {bad}."
+        )
+    return tuple(int(s) for s in shape)
+
+
+def _check_axis_names(axis_names, shape: tuple[int, ...]) -> tuple[str, ...]:
+    if isinstance(axis_names, str) or not isinstance(axis_names, Sequence):
+        raise ValueError(
+            f"axis_names must be a tuple of names, one per axis, such as "
+            f"('data', 'model'); a single string is not. Received: "
+            f"axis_names={axis_names!r}. For one axis write ({axis_names!r},)."
+        )
+    names = tuple(axis_names)
+    if len(names) != len(shape):
+        raise ValueError(
+            f"A mesh needs one name per axis. Received: shape={shape} "
+            f"({len(shape)} axes) with axis_names={names} ({len(names)} names)."
+        )
+    if any(not isinstance(a, str) or not a.strip() for a in names):
+        raise ValueError(
+            f"Every axis name must be a non-empty string. Received: axis_names={names}."
+        )
+    duplicated = sorted({a for a in names if names.count(a) > 1})
+    if duplicated:
+        raise ValueError(
+            f"Axis names must be distinct; {duplicated} appear more than once. "
+            f"Received: axis_names={names}."
+        )
+    return names
+
+
+@dataclass(frozen=True)
+class MeshCell:
+    """One device of a mesh and its coordinate along every axis."""
+
+    coordinate: tuple[int, ...]
+    device: str
+
+
+class MeshTable(Table):
+    """Mesh coordinate -> device, one row per device in mesh order."""
+
+    def __init__(self, rows, *, axis_names: tuple[str, ...], shape: tuple[int, ...]):
+        self.axis_names = axis_names
+        self.shape = shape
+        self.columns = [*axis_names, "device"]
+        super().__init__(rows, title=f"DeviceMesh shape={shape}, axis_names={axis_names}")
+
+    def cells(self, row: MeshCell) -> list[str]:
+        return [*map(str, row.coordinate), row.device]
+
+    def device_at(self, *coordinate: int) -> str:
+        """The device at a mesh coordinate, e.g. `table.device_at(1, 0)`."""
+        return next(r.device for r in self.rows if r.coordinate == coordinate)
+
+
+def describe_mesh(mesh) -> MeshTable:
+    """Tabulates which device sits at each coordinate of a `DeviceMesh`.
+
+    Args:
+        mesh: A `keras.distribution.DeviceMesh`.
+
+    Returns:
+        A `MeshTable`; `.rows` holds a `MeshCell` per device.
+    """
+    devices = np.asarray(mesh.devices)
+    rows = [MeshCell(tuple(int(i) for i in idx), str(devices[idx])) for idx in np.ndindex(devices.shape)]
+    return MeshTable(rows, axis_names=tuple(mesh.axis_names), shape=tuple(mesh.shape))
