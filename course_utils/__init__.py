@@ -5,6 +5,12 @@ Keras and JAX objects; the package adds checks, tables and drawings. Call
 `setup_devices` first, before anything starts JAX.
 """
 
+import os
+
+# The course runs Keras on JAX; importing this package must not let a later
+# `import keras` fall back to another backend.
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
 from course_utils.devices import DeviceSetup, DeviceSetupError, current_setup, setup_devices
 from course_utils.exercises import check
 from course_utils.layout import LayoutMapError, LayoutReport, Problem, check_layout_map, explain_layout
