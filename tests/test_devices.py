@@ -1,0 +1,90 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+from course_utils import DeviceSetupError, current_setup, setup_devices
+
+
+def run_python(code, **env):
+    full = {**os.environ, **env}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120)
+
+
+def test_eight_simulated_cpu_devices():
+    setup = setup_devices(8)
+    assert setup.devices == tuple(f"cpu:{i}" for i in range(8))
+    assert setup.platform == "cpu"
+    assert setup.simulated is True
+    assert "8 simulated CPU devices" in repr(setup)
+    assert os.environ["KERAS_BACKEND"] == "jax"
+
+
+def test_same_call_again_is_harmless():
+    assert setup_devices(8) == setup_devices(8) == current_setup()
+
+
+def test_keras_sees_the_same_devices():
+    from keras import distribution
+
+    assert distribution.list_devices() == list(setup_devices(8).devices)
+
+
+def test_fewer_devices_than_started_with_are_a_prefix():
+    assert setup_devices(4).devices == ("cpu:0", "cpu:1", "cpu:2", "cpu:3")
+    setup_devices(8)
+
+
+def test_more_devices_than_jax_started_with_says_restart():
+    with pytest.raises(DeviceSetupError, match="Restart the kernel"):
+        setup_devices(16)
+    setup_devices(8)
+
+
+@pytest.mark.parametrize("n", [0, -2, 2.5, "8", True])
+def test_bad_count(n):
+    with pytest.raises(ValueError, match=f"Received: n={n!r}"):
+        setup_devices(n)
+
+
+def test_bad_platform():
+    with pytest.raises(ValueError, match="Received: platform='cuda'"):
+        setup_devices(8, platform="cuda")
+
+
+def test_forced_gpu_without_gpu_says_how_to_fall_back():
+    with pytest.raises(DeviceSetupError, match="JAX finds 0.*platform='cpu'"):
+        setup_devices(8, platform="gpu")
+
+
+def test_out_of_order_cells_in_a_fresh_process():
+    # A learner ran a JAX cell before the set-up cell: JAX started with 1 CPU device.
+    result = run_python(
+        "import jax; jax.numpy.ones(3)\n"
+        "from course_utils import setup_devices\n"
+        "setup_devices(8)\n",
+        COURSE_PLATFORM="cpu",
+    )
+    assert result.returncode != 0
+    assert "DeviceSetupError" in result.stderr
+    assert "only 1 exist" in result.stderr and "Restart the kernel" in result.stderr
+
+
+def test_callable_after_importing_keras_and_env_platform():
+    result = run_python(
+        "import keras\n"
+        "from course_utils import setup_devices\n"
+        "s = setup_devices(4)\n"
+        "import jax\n"
+        "print(keras.backend.backend(), len(jax.devices('cpu')), s.platform, s.simulated)\n",
+        COURSE_PLATFORM="cpu", KERAS_BACKEND="jax",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["jax", "4", "cpu", "True"]
+
+
+def test_bad_environment_platform():
+    result = run_python("from course_utils import setup_devices; setup_devices(8)", COURSE_PLATFORM="quantum")
+    assert result.returncode != 0
+    assert "COURSE_PLATFORM='quantum'" in result.stderr

@@ -1,0 +1,65 @@
+import numpy as np
+import pytest
+from keras import distribution
+
+from course_utils import describe_mesh, make_mesh, mesh_shapes
+
+
+def test_mesh_shapes_of_eight():
+    assert mesh_shapes(8) == [(1, 8), (2, 4), (4, 2), (8, 1)]
+    assert mesh_shapes(8, 1) == [(8,)]
+    three = mesh_shapes(8, 3)
+    assert len(three) == 10 and (2, 2, 2) in three
+    assert all(np.prod(s) == 8 for s in three)
+
+
+@pytest.mark.parametrize("args", [(0, 2), (8, 0), (8.0, 2), (True, 2)])
+def test_mesh_shapes_bad_input(args):
+    with pytest.raises(ValueError, match="Received"):
+        mesh_shapes(*args)
+
+
+def test_make_mesh_is_a_real_keras_mesh_in_device_order():
+    mesh = make_mesh((2, 4), ("data", "model"))
+    assert isinstance(mesh, distribution.DeviceMesh)
+    assert mesh.shape == (2, 4) and mesh.axis_names == ("data", "model")
+    assert mesh.devices[1, 0] == "cpu:4"
+    assert dict(mesh.backend_mesh.shape) == {"data": 2, "model": 4}
+    assert [d.id for d in mesh.backend_mesh.devices.flat] == list(range(8))
+
+
+def test_make_mesh_three_d_and_given_devices():
+    mesh = make_mesh((2, 2, 2), ("a", "b", "c"))
+    assert mesh.devices[1, 0, 1] == "cpu:5"
+    reversed_mesh = make_mesh((8,), ("data",), devices=[f"cpu:{i}" for i in range(7, -1, -1)])
+    assert list(reversed_mesh.devices) == [f"cpu:{i}" for i in range(7, -1, -1)]
+
+
+@pytest.mark.parametrize(
+    "shape, names, message",
+    [
+        ((3, 3), ("data", "model"), r"Received: shape=\(3, 3\) for 8 devices\. Valid 2-D shapes: \(1, 8\), \(2, 4\), \(4, 2\), \(8, 1\)"),
+        ((2, 4), ("data",), r"one name per axis.*2 axes.*1 names"),
+        ((2, 4), "data", r"a single string is not.*axis_names='data'"),
+        ((2, 4), ("data", "data"), r"\['data'\] appear more than once"),
+        ((2, 4), ("data", ""), r"non-empty string"),
+        ((0, 8), ("data", "model"), r"positive whole number.*\[0\]"),
+        ((-2, -4), ("data", "model"), r"positive whole number"),
+        (8, ("data",), r"tuple of axis sizes.*Received: shape=8"),
+        ((), (), r"at least one axis"),
+        ((4, 4), ("data", "model"), r"needs 16 devices, but 8 were given"),
+    ],
+)
+def test_make_mesh_bad_input(shape, names, message):
+    with pytest.raises(ValueError, match=message):
+        make_mesh(shape, names)
+
+
+def test_describe_mesh_rows():
+    table = describe_mesh(make_mesh((2, 4), ("data", "model")))
+    assert len(table.rows) == 8
+    assert table.rows[5].coordinate == (1, 1) and table.rows[5].device == "cpu:5"
+    assert table.device_at(0, 3) == "cpu:3"
+    text = repr(table)
+    assert "data" in text and "model" in text and "cpu:7" in text
+    assert "<table>" in table._repr_html_()

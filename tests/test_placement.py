@@ -1,0 +1,105 @@
+import jax
+import numpy as np
+import pytest
+from keras import distribution
+
+from course_utils import make_mesh, placement, planned_placement
+
+SHAPES = [(8, 1), (4, 2), (2, 4), (1, 8)]
+
+
+def layout(axes, shape=(2, 4), names=("data", "model")):
+    return distribution.TensorLayout(axes, make_mesh(shape, names))
+
+
+def real_array(shape, tensor_layout):
+    values = np.arange(np.prod(shape), dtype="float32").reshape(shape)
+    return jax.device_put(values, tensor_layout.backend_layout)
+
+
+def test_kernel_split_over_model_on_2x4():
+    p = planned_placement((32, 64), layout((None, "model")))
+    assert p.shard_shape == (32, 16)
+    assert len(p.blocks) == 4
+    # each block is held by the two devices of one mesh column
+    assert [b.devices for b in p.blocks] == [("cpu:0", "cpu:4"), ("cpu:1", "cpu:5"), ("cpu:2", "cpu:6"), ("cpu:3", "cpu:7")]
+    assert [b.index for b in p.blocks] == [((0, 32), (16 * i, 16 * (i + 1))) for i in range(4)]
+    assert p.replication == 2
+    assert p.bytes_per_device == {f"cpu:{i}": 32 * 16 * 4 for i in range(8)}
+    assert p.dim_axes == ((), ("model",))
+    assert p.mesh_shape == (2, 4) and p.axis_names == ("data", "model")
+
+
+@pytest.mark.parametrize("mesh_shape", SHAPES)
+def test_every_2d_shape_against_jax(mesh_shape):
+    lay = layout((None, "model"), mesh_shape)
+    p = planned_placement((32, 64), lay)
+    data, model = mesh_shape
+    assert p.shard_shape == (32, 64 // model)
+    assert len(p.blocks) == model and p.replication == data
+    array = real_array((32, 64), lay)
+    real = placement(array)
+    assert real == p
+    for shard in array.addressable_shards:
+        device = f"cpu:{shard.device.id}"
+        np.testing.assert_array_equal(np.asarray(array)[p.slices(device)], np.asarray(shard.data))
+
+
+def test_three_d_mesh_and_four_d_tensor():
+    lay = layout(("a", None, "c", "b"), (2, 2, 2), ("a", "b", "c"))
+    p = planned_placement((4, 3, 6, 8), lay)
+    assert p.shard_shape == (2, 3, 3, 4)
+    assert len(p.blocks) == 8 and p.replication == 1
+    assert placement(real_array((4, 3, 6, 8), lay)) == p
+
+
+def test_scalar_and_vector_are_replicated():
+    scalar = planned_placement((), layout(()))
+    assert scalar.shard_shape == () and len(scalar.blocks) == 1 and scalar.replication == 8
+    assert scalar.is_replicated and scalar.total_bytes == 4
+    vector = planned_placement((16,), layout(("data",)), dtype="float16")
+    assert vector.shard_shape == (8,) and vector.bytes_per_device["cpu:0"] == 16
+
+
+def test_two_axes_on_one_dimension_from_a_jax_sharding():
+    # Keras's TensorLayout names one axis per dimension; JAX can split a dimension over two.
+    mesh = make_mesh((2, 4), ("data", "model")).backend_mesh
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(("data", "model"), None))
+    p = planned_placement((16, 4), sharding)
+    assert p.shard_shape == (2, 4) and len(p.blocks) == 8
+    assert p.dim_axes == (("data", "model"), ())
+
+
+def test_keras_variable_placement_under_model_parallel():
+    import keras
+
+    mesh = make_mesh((2, 4), ("data", "model"))
+    layout_map = distribution.LayoutMap(mesh)
+    layout_map[".*dense/kernel"] = (None, "model")
+    with distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data").scope():
+        dense = keras.layers.Dense(64, name="dense")
+        dense.build((None, 32))
+    p = placement(dense.kernel)
+    assert p.name == "dense/kernel" and p.shard_shape == (32, 16)
+    assert p == planned_placement((32, 64), distribution.TensorLayout((None, "model"), mesh), name="dense/kernel")
+
+
+def test_single_device_array():
+    p = placement(jax.device_put(np.ones((3, 5), "float32"), jax.devices()[2]))
+    assert p.devices == ("cpu:2",) and p.shard_shape == (3, 5) and p.axis_names == ()
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: planned_placement((30, 64), layout(("model", None))), r"size 30.*4 equal parts along model"),
+        (lambda: planned_placement((32,), layout((None, "model"))), r"2 entries but the tensor has 1"),
+        (lambda: planned_placement((32, 64), layout(("model", "model"))), r"used for more than one dimension"),
+        (lambda: planned_placement((32, 64), distribution.TensorLayout((None, "model"))), r"knows its mesh"),
+        (lambda: planned_placement(32, layout(("model",))), r"Received: shape=32"),
+        (lambda: placement(np.ones(3)), r"Received: ndarray.*planned_placement"),
+    ],
+)
+def test_bad_input(call, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()

@@ -1,0 +1,45 @@
+"""The set-up files agree with each other: Binder installs what the README's commands install."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pins(path):
+    found = {}
+    for line in (ROOT / path).read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            assert version, f"{path}: {line!r} is not an exact pin"
+            found[name.lower().replace("_", "-")] = version
+    return found
+
+
+def test_binder_pins_equal_requirements():
+    assert pins("binder/requirements.txt") == pins("requirements.txt")
+
+
+def test_core_stack_is_pinned():
+    required = pins("requirements.txt")
+    assert required["keras"].startswith("3.15.")
+    assert required["jax"] == required["jaxlib"]
+    assert required["jupyterlab"].startswith("4.") and required["ipywidgets"].startswith("8.")
+    assert "matplotlib" in required
+
+
+def test_binder_python_supports_the_pins():
+    runtime = (ROOT / "binder/runtime.txt").read_text().strip()
+    assert re.fullmatch(r"python-3\.(1[1-9])", runtime), runtime
+
+
+def test_binder_makes_course_utils_importable():
+    post_build = (ROOT / "binder/postBuild").read_text()
+    assert "pip install" in post_build and "-e ." in post_build
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    assert "make test" in readme and "make lab" in readme
+    assert "make test" in (ROOT / ".ci/run").read_text()
