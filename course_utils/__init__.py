@@ -11,24 +11,31 @@ import os
 # `import keras` fall back to another backend.
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
+from course_utils.costs import CommunicationReport, MemoryReport, communication_report, memory_report
 from course_utils.devices import DeviceSetup, DeviceSetupError, current_setup, setup_devices
 from course_utils.exercises import check
 from course_utils.layout import LayoutMapError, LayoutReport, Problem, check_layout_map, explain_layout
 from course_utils.lesson import expect_error
 from course_utils.mesh import describe_mesh, make_mesh, mesh_shapes
 from course_utils.placement import Block, Placement, placement, planned_placement
+from course_utils.train import Comparison, TrainingRun, compare_runs, run_training
 from course_utils.viz import device_color, draw_batch_split, draw_mesh, draw_model, draw_placement
 
 __all__ = [
     "Block",
+    "CommunicationReport",
+    "Comparison",
     "DeviceSetup",
     "DeviceSetupError",
     "LayoutMapError",
     "LayoutReport",
+    "MemoryReport",
     "Placement",
     "Problem",
     "check",
     "check_layout_map",
+    "communication_report",
+    "compare_runs",
     "current_setup",
     "describe_mesh",
     "device_color",
@@ -39,8 +46,11 @@ __all__ = [
     "expect_error",
     "explain_layout",
     "make_mesh",
+    "memory_report",
     "mesh_shapes",
     "placement",
     "planned_placement",
+    "run_training",
     "setup_devices",
+    "TrainingRun",
 ]
