@@ -1,0 +1,108 @@
+"""Memory from the real shards; collectives from the real compiled step."""
+
+import keras
+import pytest
+from keras import distribution
+
+from course_utils import communication_report, make_mesh, memory_report
+from course_utils.costs import parse_collectives
+
+GRADIENT_BYTES = (16 * 32 + 32 + 32 * 4 + 4) * 4
+
+
+def build():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((16,)), keras.layers.Dense(32, activation="relu", name="d1"), keras.layers.Dense(4, name="d2")],
+        name="mlp",
+    )
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+def data_parallel():
+    return distribution.DataParallel(device_mesh=make_mesh((8,), ("data",)))
+
+
+def megatron(shape=(2, 4)):
+    layout_map = distribution.LayoutMap(make_mesh(shape, ("data", "model")))
+    layout_map[".*d1/kernel"] = (None, "model")
+    layout_map[".*d1/bias"] = ("model",)
+    layout_map[".*d2/kernel"] = ("model", None)
+    return distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+
+
+def built_under(dist):
+    with dist.scope():
+        return build()
+
+
+def test_memory_replicated():
+    dp = data_parallel()
+    replicated = memory_report(built_under(dp), dp)
+    assert {r.weights for r in replicated.rows} == {GRADIENT_BYTES}
+    assert {r.optimizer for r in replicated.rows} == {2 * GRADIENT_BYTES + 8}  # m, v, iteration, lr
+
+
+def test_model_axis_of_four_holds_a_quarter_of_the_sharded_weights():
+    dp, mp = data_parallel(), megatron((2, 4))
+    replicated = memory_report(built_under(dp), dp).rows[0]
+    sharded = memory_report(built_under(mp), mp).rows[0]
+    d2_bias = 4 * 4  # the only weight left replicated
+    assert sharded.weights - d2_bias == (replicated.weights - d2_bias) // 4
+    assert sharded.gradients == sharded.weights
+    assert "optimizer state" in repr(memory_report(built_under(mp), mp))
+
+
+def test_data_parallel_step_all_reduces_the_gradients():
+    dp = data_parallel()
+    report = communication_report(built_under(dp), dp, (32, 16))
+    assert report.agrees, report
+    assert [(c.kind, c.axes) for c in report.compiled] == [("all-reduce", ("data",))]
+    assert GRADIENT_BYTES <= report.bytes_over("data") <= GRADIENT_BYTES + 16
+
+
+@pytest.mark.parametrize("shape", [(2, 4), (4, 2), (1, 8), (8, 1)])
+def test_megatron_mlp_expectation_agrees(shape):
+    mp = megatron(shape)
+    model = built_under(mp)
+    report = communication_report(model, mp, (32, 16))
+    assert report.agrees, report
+    data, width = shape
+    if width > 1:  # d2's partial sums: (32 / data) rows x 4 outputs
+        assert report.bytes_over("model") == (32 // data) * 4 * 4
+    if data == 1:
+        assert report.bytes_over("data") == 0
+
+
+def test_a_program_that_differs_from_the_expectation_is_reported():
+    # Splitting the first kernel's input rows predicts partial sums over 'model'; since the
+    # input batch is whole on every model device, XLA gathers the kernel instead.
+    layout_map = distribution.LayoutMap(make_mesh((2, 4), ("data", "model")))
+    layout_map[".*d1/kernel"] = ("model", None)
+    mp = distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+    report = communication_report(built_under(mp), mp, (32, 16))
+    assert any(e.axes == ("model",) for e in report.expected)
+    assert report.bytes_over("model", kind="all-gather") == 16 * 32 * 4
+    assert not report.agrees and "DIFFER" in repr(report)
+
+
+def test_parse_every_group_format():
+    names, shape = ("data", "model"), (2, 4)
+    lines = [
+        "%a = f32[8,4]{1,0} all-reduce(%x), replica_groups=[2,4]<=[8], to_apply=%add",
+        "%b = (f32[], f32[8,16]{1,0}, /*index=5*/f32[4]{0}) all-reduce(%x, %y, %z), replica_groups=mesh['axis_0'=2,'axis_1'=4] {'axis_0'}, to_apply=%add",
+        "%c = f32[64]{0} all-gather(%x), replica_groups=mesh['axis_0'=4,'axis_1'=2], device_ids=([2,4]T(1,0)) {'axis_0'}, dimensions={0}",
+        "%d = f32[16]{0} reduce-scatter(%x), replica_groups={{0,4},{1,5},{2,6},{3,7}}, dimensions={0}",
+        "%e = bf16[4,4]{1,0} collective-permute(%x), source_target_pairs={{0,1},{1,2},{2,3},{3,0}}",
+        "%f = f32[2]{0} all-to-all(%x), replica_groups=[4,2]<=[2,4]T(1,0), dimensions={0}",
+    ]
+    found = {(c.kind, c.axes): c.bytes for c in parse_collectives("\n".join(lines), names, shape)}
+    assert found == {
+        ("all-reduce", ("model",)): 128,
+        ("all-reduce", ("data",)): 4 + 512 + 16,
+        ("all-gather", ("model",)): 256,
+        ("reduce-scatter", ("data",)): 64,
+        ("collective-permute", ("model",)): 32,
+        ("all-to-all", ("data",)): 8,
+    }

@@ -1,0 +1,100 @@
+"""Sharded training computes what single-device training computes."""
+
+import keras
+import numpy as np
+import pytest
+from keras import distribution
+
+from course_utils import compare_runs, make_mesh, run_training
+
+ROWS, BATCH = 128, 32
+
+
+def build():
+    model = keras.Sequential(
+        [keras.Input((16,)), keras.layers.Dense(32, activation="relu", name="d1"), keras.layers.Dense(4, name="d2")],
+        name="mlp",
+    )
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse")
+    return model
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(ROWS, 16)).astype("float32"), rng.normal(size=(ROWS, 4)).astype("float32")
+
+
+@pytest.fixture(scope="module")
+def single(data):
+    return run_training(build, data, epochs=2, batch_size=BATCH)
+
+
+def model_parallel():
+    mesh = make_mesh((2, 4), ("data", "model"))
+    layout_map = distribution.LayoutMap(mesh)
+    layout_map[".*d1/kernel"] = (None, "model")
+    layout_map[".*d1/bias"] = ("model",)
+    layout_map[".*d2/kernel"] = ("model", None)
+    return distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+
+
+def test_single_run_records_every_step(single):
+    assert len(single.losses) == 2 * ROWS // BATCH
+    assert len(single.step_seconds) == len(single.losses) - 1  # the compiling step is left out
+    assert np.all(single.step_seconds > 0) and single.median_step_seconds > 0
+    assert list(single.weights) == ["mlp/d1/kernel", "mlp/d1/bias", "mlp/d2/kernel", "mlp/d2/bias"]
+    assert single.losses[-1] < single.losses[0]
+
+
+def test_per_step_losses_match_a_manual_loop(single, data):
+    keras.utils.set_random_seed(0)
+    with keras.device("cpu:0"):
+        model = build()
+        x, y = data
+        manual = [float(model.train_on_batch(x[i:i + BATCH], y[i:i + BATCH])) for i in range(0, ROWS, BATCH)]
+    np.testing.assert_allclose(single.losses[: len(manual)], manual, rtol=1e-5)
+
+
+def test_data_parallel_on_eight_is_equivalent(single, data):
+    dp = distribution.DataParallel(device_mesh=make_mesh((8,), ("data",)))
+    run = run_training(build, data, distribution=dp, epochs=2, batch_size=BATCH)
+    comparison = compare_runs(single, run)
+    assert comparison.equivalent, comparison
+    assert run.model.get_layer("d1").kernel.value.sharding.mesh.shape["data"] == 8
+
+
+def test_model_parallel_on_2x4_is_equivalent(single, data):
+    run = run_training(build, data, distribution=model_parallel(), epochs=2, batch_size=BATCH)
+    comparison = compare_runs(single, run)
+    assert comparison.equivalent, comparison
+    assert run.model.get_layer("d1").kernel.value.sharding.shard_shape((16, 32)) == (16, 8)
+    assert "ModelParallel (2, 4)" in run.label and run.simulated
+
+
+def test_a_different_seed_is_not_equivalent(single, data):
+    other = run_training(build, data, epochs=2, batch_size=BATCH, seed=1)
+    comparison = compare_runs(single, other)
+    assert not comparison.equivalent
+    assert "NOT equivalent" in repr(comparison)
+    assert comparison.rows[1].max_abs > 1e-3
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(data=np.zeros((8, 2))), r"pair \(x, y\)"),
+        (dict(data=(np.zeros((8, 16)), np.zeros((6, 4)))), r"Received: 8 and 6"),
+        (dict(data=(np.zeros((100, 16)), np.zeros((100, 4))), batch_size=32), r"100 rows, batch_size=32.*first 96"),
+        (dict(data=(np.zeros((64, 16)), np.zeros((64, 4))), batch_size=0), r"batch_size=0"),
+    ],
+)
+def test_bad_input(kwargs, message):
+    kwargs.setdefault("batch_size", 32)
+    with pytest.raises(ValueError, match=message):
+        run_training(build, **kwargs)
+
+
+def test_uncompiled_model_is_refused(data):
+    with pytest.raises(ValueError, match="must return a compiled model"):
+        run_training(lambda: keras.Sequential([keras.Input((16,)), keras.layers.Dense(4)]), data, batch_size=BATCH)
