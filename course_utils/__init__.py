@@ -11,6 +11,7 @@ import os
 # `import keras` fall back to another backend.
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
+from course_utils.checkpoints import load_checkpoint, save_checkpoint
 from course_utils.costs import CommunicationReport, MemoryReport, communication_report, memory_report
 from course_utils.devices import DeviceSetup, DeviceSetupError, current_setup, setup_devices
 from course_utils.exercises import check
@@ -18,7 +19,7 @@ from course_utils.layout import LayoutMapError, LayoutReport, Problem, check_lay
 from course_utils.lesson import expect_error
 from course_utils.mesh import describe_mesh, make_mesh, mesh_shapes
 from course_utils.placement import Block, Placement, placement, planned_placement
-from course_utils.train import Comparison, TrainingRun, compare_runs, run_training
+from course_utils.train import Comparison, TrainingRun, compare_runs, compare_weights, run_training
 from course_utils.viz import device_color, draw_batch_split, draw_mesh, draw_model, draw_placement
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "check_layout_map",
     "communication_report",
     "compare_runs",
+    "compare_weights",
     "current_setup",
     "describe_mesh",
     "device_color",
@@ -45,12 +47,14 @@ __all__ = [
     "draw_placement",
     "expect_error",
     "explain_layout",
+    "load_checkpoint",
     "make_mesh",
     "memory_report",
     "mesh_shapes",
     "placement",
     "planned_placement",
     "run_training",
+    "save_checkpoint",
     "setup_devices",
     "TrainingRun",
 ]

@@ -205,11 +205,31 @@ def compare_runs(a: TrainingRun, b: TrainingRun, *, rtol: float = 1e-4, atol: fl
         raise ValueError(f"The runs differ in shape: {len(a.losses)} vs {len(b.losses)} steps, "
                          f"{len(a.weights)} vs {len(b.weights)} weights. Compare runs of the same model and data.")
     rows = [_difference("loss per step", a.losses, b.losses, rtol, atol)]
-    for (path, wa), wb in zip(a.weights.items(), b.weights.values()):
-        if wa.shape != wb.shape:
-            raise ValueError(f"Weight {path!r} has shape {wa.shape} in one run and {wb.shape} in the other.")
-        rows.append(_difference(path, wa, wb, rtol, atol))
+    rows += _weight_differences(a.weights, b.weights, rtol, atol)
     return Comparison(rows, title=f"{a.label} vs {b.label}", rtol=rtol, atol=atol)
+
+
+def compare_weights(a, b, *, rtol: float = 0.0, atol: float = 0.0) -> Comparison:
+    """Compares every weight of two models (e.g. before saving and after restoring).
+
+    Args:
+        a, b: Keras models with the same weights in the same order.
+        rtol, atol: Tolerances; the defaults ask for exact equality.
+    """
+    wa = {v.path: np.asarray(v.value) for v in a.weights}
+    wb = {v.path: np.asarray(v.value) for v in b.weights}
+    if len(wa) != len(wb):
+        raise ValueError(f"The models have {len(wa)} and {len(wb)} weights; compare models of the same architecture.")
+    return Comparison(_weight_differences(wa, wb, rtol, atol), title=f"{a.name} vs {b.name}", rtol=rtol, atol=atol)
+
+
+def _weight_differences(wa: dict, wb: dict, rtol: float, atol: float) -> list[Difference]:
+    rows = []
+    for (path, x), y in zip(wa.items(), wb.values()):
+        if x.shape != y.shape:
+            raise ValueError(f"Weight {path!r} has shape {x.shape} in one and {y.shape} in the other.")
+        rows.append(_difference(path, x, y, rtol, atol))
+    return rows
 
 
 def _difference(name, a, b, rtol, atol) -> Difference:
