@@ -156,8 +156,8 @@ class LayoutMapError(ValueError):
 def check_layout_map(layout_map, model, *, strict: bool = False) -> list[Problem]:
     """Finds what would go wrong with a LayoutMap before training starts.
 
-    Finds keys that match no variable path (keys must match the *whole*
-    path), variables matched by two keys, axis names not in the mesh,
+    Finds keys that match no variable path and no layer-output path
+    ("<layer path>/output"; keys must match the *whole* path), variables matched by two keys, axis names not in the mesh,
     dimensions not divisible by the mesh axis size, and layouts whose rank
     differs from the variable's.
 
@@ -172,8 +172,9 @@ def check_layout_map(layout_map, model, *, strict: bool = False) -> list[Problem
     variables = _model_variables(model)
     mesh = layout_map.device_mesh
     axis_sizes = dict(zip(mesh.axis_names, mesh.shape))
+    targets = [v.path for v in variables] + _output_paths(model)
     problems = [_unmatched_key(key, variables) for key in layout_map
-                if not any(_key_matches(key, v.path) for v in variables)]
+                if not any(_key_matches(key, path) for path in targets)]
     for variable in variables:
         try:
             layout = layout_map[variable.path]
@@ -198,6 +199,11 @@ def check_layout_map(layout_map, model, *, strict: bool = False) -> list[Problem
     if strict and problems:
         raise LayoutMapError(problems)
     return problems
+
+
+def _output_paths(model) -> list[str]:
+    """The paths Keras looks up for layer outputs (`Layer.__call__`: "<layer path>/output")."""
+    return [f"{layer.path}/output" for layer in model._flatten_layers(include_self=True) if layer.path]
 
 
 def _key_matches(key: str, path: str) -> bool:

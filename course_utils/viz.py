@@ -7,6 +7,7 @@ a global figure list. A device keeps one colour in every figure.
 
 from __future__ import annotations
 
+import io
 import math
 
 import numpy as np
@@ -19,6 +20,26 @@ from course_utils.placement import Placement, placement, planned_placement
 
 _PALETTE = list(colormaps["tab10"].colors) + list(colormaps["tab20b"].colors)
 BLOCK_GID = "block"
+
+
+def _figure_to_png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def _show_figures_in_notebooks() -> None:
+    """Lets a returned Figure display as an image in IPython, with or without pyplot."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.formatters["image/png"].for_type(Figure, _figure_to_png)
+
+
+_show_figures_in_notebooks()
 
 
 def device_color(device) -> tuple:
@@ -36,11 +57,11 @@ def draw_mesh(mesh, *, title: str | None = None) -> Figure:
     devices = np.asarray(mesh.devices)
     names = tuple(mesh.axis_names)
     if devices.ndim == 1:
-        panels = [(devices.reshape(1, -1), (None, names[0]), None)]
+        panels = [(devices.reshape(1, -1), (None, names[0]), ())]
     elif devices.ndim == 2:
-        panels = [(devices, names, None)]
+        panels = [(devices, names, ())]
     elif devices.ndim == 3:
-        panels = [(devices[i], names[1:], f"{names[0]} = {i}") for i in range(devices.shape[0])]
+        panels = [(devices[i], names[1:], (i,)) for i in range(devices.shape[0])]
     else:
         raise ValueError(
             f"draw_mesh draws meshes of 1, 2 or 3 axes. Received a mesh of shape "
@@ -48,21 +69,24 @@ def draw_mesh(mesh, *, title: str | None = None) -> Figure:
         )
     rows, cols = panels[0][0].shape
     fig = Figure(figsize=(min(2.0 + 1.3 * cols * len(panels), 16), 1.2 + 1.0 * rows), layout="constrained")
-    for ax, (grid, axis_pair, label) in zip(np.atleast_1d(fig.subplots(1, len(panels))), panels):
-        _draw_device_grid(ax, grid, axis_pair, label, prefix=devices.ndim == 3)
+    for ax, (grid, axis_pair, outer) in zip(np.atleast_1d(fig.subplots(1, len(panels))), panels):
+        _draw_device_grid(ax, grid, axis_pair, outer)
+        if outer:
+            ax.set_title(f"{names[0]} = {outer[0]}", fontsize=10)
     platform = str(devices.flat[0]).split(":")[0].upper()
     fig.suptitle(title or f"DeviceMesh shape={tuple(mesh.shape)}, axis_names={names}: "
                  f"{devices.size} {platform} devices")
     return fig
 
 
-def _draw_device_grid(ax, grid, axis_pair, label, *, prefix: bool) -> None:
+def _draw_device_grid(ax, grid, axis_pair, outer: tuple) -> None:
+    """One 2-D grid of devices; `outer` is the coordinate of the slice in a 3-D mesh."""
     rows, cols = grid.shape
     row_axis, col_axis = axis_pair
     for (i, j), device in np.ndenumerate(grid):
         ax.add_patch(Rectangle((j, i), 0.94, 0.94, facecolor=device_color(device),
                                edgecolor="black", gid=BLOCK_GID))
-        coord = f"({i}, {j})" if row_axis else f"({j})"
+        coord = str((*outer, i, j) if row_axis else (j,)).replace(",)", ")")
         ax.text(j + 0.47, i + 0.47, f"{device}\n{coord}", ha="center", va="center", fontsize=9,
                 color="white", fontweight="bold")
     ax.set_xlim(-0.06, cols)
@@ -76,8 +100,6 @@ def _draw_device_grid(ax, grid, axis_pair, label, *, prefix: bool) -> None:
     ax.tick_params(length=0)
     for side in ax.spines.values():
         side.set_visible(False)
-    if label:
-        ax.set_title(label, fontsize=10)
 
 
 def draw_placement(x, *, title: str | None = None, max_ratio: float = 6.0) -> Figure:
@@ -109,7 +131,8 @@ def draw_placement(x, *, title: str | None = None, max_ratio: float = 6.0) -> Fi
 def _placement_title(p: Placement) -> str:
     label = f"{p.name}: " if p.name else ""
     copies = f", each block on {p.replication} devices" if p.replication > 1 else ""
-    return f"{label}shape {p.shape} -> shard {p.shard_shape} per device, {len(p.blocks)} blocks{copies}"
+    blocks = f"{len(p.blocks)} block{'s' * (len(p.blocks) != 1)}"
+    return f"{label}shape {p.shape} -> shard {p.shard_shape} per device, {blocks}{copies}"
 
 
 def _views(p: Placement) -> list[tuple]:

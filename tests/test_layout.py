@@ -118,3 +118,9 @@ def test_unbuilt_model_is_refused(mesh):
     unbuilt = keras.Sequential([keras.layers.Dense(4)])
     with pytest.raises(ValueError, match="no variables yet. Build it first"):
         check_layout_map(good_map(mesh), unbuilt)
+
+
+def test_layer_output_keys_count_as_matched(mesh):
+    layout_map = good_map(mesh)
+    layout_map[".*d2/output"] = ("data", None)  # Keras looks up "<layer path>/output" in Layer.__call__
+    assert check_layout_map(layout_map, mlp()) == []

@@ -33,6 +33,7 @@ def test_draw_mesh_1d_and_3d():
     fig = draw_mesh(make_mesh((2, 2, 2), ("a", "b", "c")))
     assert len([ax for ax in fig.axes if ax.patches]) == 2
     assert "a = 0" in texts(fig) and "a = 1" in texts(fig)
+    assert "cpu:5\n(1, 0, 1)" in texts(fig)  # the full 3-D coordinate
 
 
 def test_device_colors_are_the_same_everywhere():
@@ -75,3 +76,15 @@ def test_draw_model_caps_panels_and_totals_bytes():
     bars = fig.axes[-1]
     assert len(bars.patches) == 8
     assert bars.patches[0].get_height() == 5 * (8 * 8 + 8) * 4
+
+
+def test_figures_render_to_png_for_notebooks():
+    from course_utils.viz import _figure_to_png
+
+    png = _figure_to_png(draw_mesh(make_mesh((2, 4), ("data", "model"))))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def test_one_block_is_singular():
+    p = planned_placement((4, 4), distribution.TensorLayout((None, None), make_mesh((8,), ("data",))))
+    assert "1 block," in draw_placement(p).get_suptitle()
