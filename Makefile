@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8888
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test bench doctor clean
+.PHONY: lab test bench doctor slides course clean
 
 $(BIN)/.installed: requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "The course needs Python 3.11 or newer; this is " + sys.version.split()[0] + ". Run: make PYTHON=python3.11 ...")'
@@ -20,14 +20,29 @@ $(BIN)/.test-installed: $(BIN)/.installed requirements-test.txt
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt
 	touch $@
 
+# reveal.js's files for offline slide decks come inside the sphinx-revealjs wheel; only those
+# files are used (Sphinx itself is not needed), hence --no-deps.
+$(BIN)/.slides-installed: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet --no-deps sphinx-revealjs==3.2.1
+	touch $@
+
 lab: $(BIN)/.installed
 	$(BIN)/jupyter lab --port=$(PORT) $(ROOT_FLAG) notebooks/00_start_here.ipynb
 
-test: $(BIN)/.test-installed
+test: $(BIN)/.test-installed $(BIN)/.slides-installed
 	$(BIN)/python -m pytest
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m course_utils.bench notebooks
+
+doctor: $(BIN)/.installed
+	$(BIN)/python -m course_utils doctor
+
+slides: $(BIN)/.slides-installed
+	$(BIN)/python -m course_utils.render --slides --out _build/slides
+
+course: $(BIN)/.installed
+	$(BIN)/python -m course_utils.render --pages --out _build/course
 
 clean:
 	rm -rf $(VENV) test-artifacts _build
