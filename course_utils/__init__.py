@@ -18,7 +18,7 @@ from course_utils.exercises import check
 from course_utils.layout import LayoutMapError, LayoutReport, Problem, check_layout_map, explain_layout
 from course_utils.lesson import expect_error
 from course_utils.mesh import describe_mesh, make_mesh, mesh_shapes
-from course_utils.placement import Block, Placement, placement, planned_placement
+from course_utils.placement import Block, Placement, placement, planned_placement, shard_of
 from course_utils.train import Comparison, TrainingRun, compare_runs, compare_weights, run_training
 from course_utils.viz import device_color, draw_batch_split, draw_mesh, draw_model, draw_placement
 
@@ -56,5 +56,6 @@ __all__ = [
     "run_training",
     "save_checkpoint",
     "setup_devices",
+    "shard_of",
     "TrainingRun",
 ]

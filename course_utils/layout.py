@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from course_utils._table import Table
-from course_utils.placement import Placement, layout_errors, planned_placement
+from course_utils.placement import Placement, layout_errors, placement, planned_placement
 
 UNMATCHED = "replicated: no rule matched"
 
@@ -27,16 +27,21 @@ class LayoutRow:
     shard_shape: tuple[int, ...]
     bytes_per_device: int
     placement: Placement
+    as_planned: bool
 
 
 class LayoutReport(Table):
-    """One row per variable: path, shape, the rule that matched, the result."""
+    """One row per variable: path, shape, the rule that matched, the result.
 
-    columns = ("path", "shape", "dtype", "rule", "axes", "shard shape", "bytes/device")
+    The last column says whether the real array already lives as planned; "NO"
+    means the variable was created outside the distribution's scope.
+    """
+
+    columns = ("path", "shape", "dtype", "rule", "axes", "shard shape", "bytes/device", "array as planned")
 
     def cells(self, row: LayoutRow) -> list[str]:
         return [row.path, str(row.shape), row.dtype, row.rule, str(row.axes),
-                str(row.shard_shape), f"{row.bytes_per_device:,}"]
+                str(row.shard_shape), f"{row.bytes_per_device:,}", "yes" if row.as_planned else "NO"]
 
     def row(self, path: str) -> LayoutRow:
         """The row of the variable whose path is `path`."""
@@ -93,8 +98,12 @@ def explain_layout(model, distribution) -> LayoutReport:
             path=variable.path, shape=tuple(variable.shape), dtype=str(variable.dtype),
             rule=rule, axes=tuple(layout.axes), shard_shape=planned.shard_shape,
             bytes_per_device=max(planned.bytes_per_device.values()), placement=planned,
+            as_planned=placement(variable, name=variable.path) == planned,
         ))
-    title = f"{type(distribution).__name__} on mesh {tuple(distribution.device_mesh.shape)} {tuple(distribution.device_mesh.axis_names)}"
+    misplaced = sum(not r.as_planned for r in rows)
+    warning = (f" - {misplaced} array(s) NOT laid out as planned: build the model inside distribution.scope()"
+               if misplaced else "")
+    title = f"{type(distribution).__name__} on mesh {tuple(distribution.device_mesh.shape)} {tuple(distribution.device_mesh.axis_names)}{warning}"
     return LayoutReport(rows, title=title)
 
 

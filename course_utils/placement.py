@@ -143,6 +143,23 @@ def placement(x, *, name: str | None = None) -> Placement:
     return _from_sharding(value.shape, value.dtype, value.sharding, label, shard_bytes)
 
 
+def shard_of(x, device) -> np.ndarray:
+    """The block of a real array that one device holds, read from its shards.
+
+    Args:
+        x: A `jax.Array` or a Keras variable.
+        device: A Keras device string such as `"cpu:6"`.
+
+    Returns:
+        The device's block as a NumPy array.
+    """
+    value = getattr(x, "value", x)
+    shards = {device_name(s.device): s for s in value.addressable_shards}
+    if str(device) not in shards:
+        raise ValueError(f"Device {device!r} holds no block of this array. It lives on: {sorted(shards)}.")
+    return np.asarray(shards[str(device)].data)
+
+
 def planned_placement(shape: Sequence[int], layout, *, dtype="float32", name: str = "") -> Placement:
     """Reads where the blocks of a tensor would live under a layout.
 

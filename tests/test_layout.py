@@ -124,3 +124,13 @@ def test_layer_output_keys_count_as_matched(mesh):
     layout_map = good_map(mesh)
     layout_map[".*d2/output"] = ("data", None)  # Keras looks up "<layer path>/output" in Layer.__call__
     assert check_layout_map(layout_map, mlp()) == []
+
+
+def test_arrays_not_laid_out_as_planned_are_flagged(mesh):
+    dist = distribution.ModelParallel(layout_map=good_map(mesh), batch_dim_name="data")
+    outside = explain_layout(mlp(), dist)  # built outside the scope: every array sits whole on one device
+    assert not outside.row("mlp/d1/kernel").as_planned
+    assert "NOT laid out as planned" in outside.title and "NO" in repr(outside)
+    with dist.scope():
+        inside = explain_layout(mlp(), dist)
+    assert all(r.as_planned for r in inside.rows) and "NOT" not in inside.title

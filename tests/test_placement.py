@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from keras import distribution
 
-from course_utils import make_mesh, placement, planned_placement
+from course_utils import make_mesh, placement, planned_placement, shard_of
 
 SHAPES = [(8, 1), (4, 2), (2, 4), (1, 8)]
 
@@ -103,3 +103,13 @@ def test_single_device_array():
 def test_bad_input(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call()
+
+
+def test_shard_of_reads_the_block_a_device_holds():
+    lay = layout((None, "model"))
+    array = real_array((32, 64), lay)
+    p = placement(array)
+    np.testing.assert_array_equal(shard_of(array, "cpu:6"), np.asarray(array)[p.slices("cpu:6")])
+    assert shard_of(array, "cpu:6").shape == (32, 16)
+    with pytest.raises(ValueError, match="holds no block.*cpu:0"):
+        shard_of(jax.device_put(np.ones(3), jax.devices()[0]), "cpu:5")
