@@ -6,6 +6,7 @@ Part of `course_utils.widgets`; import it from there.
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 
 import ipywidgets as widgets
 from matplotlib.figure import Figure
@@ -19,6 +20,17 @@ from course_utils.viz import draw_model
 _MEMORY_COLORS = {"weights": "#4c72b0", "gradients": "#dd8452", "optimizer": "#55a868"}
 
 
+@dataclass(frozen=True)
+class _View:
+    """Everything shown for one (mesh shape, preset) choice; computed once, then reused."""
+
+    distribution: object
+    report: LayoutReport
+    memory: MemoryReport
+    model_png: bytes
+    memory_png: bytes
+
+
 class ModelExplorer(Explorer):
     """Pick a mesh shape and a layout preset for a model; see placements and memory.
 
@@ -29,11 +41,14 @@ class ModelExplorer(Explorer):
         report: `explain_layout` of the model (weights and optimizer variables).
         memory: A `MemoryReport`: weights, gradients, optimizer state per device.
         table: `HTML` widget showing `report`; memory_image: the memory bars.
+        views: (mesh shape, preset) -> what was shown for it. A choice seen
+            before is shown again without recomputing; `views.clear()` forgets.
     """
 
     def __init__(self, model, rules: dict[str, tuple], axis_names: tuple[str, str], n_devices: int):
         self.model, self.rules, self.axis_names = _laid_out_copy(model), rules, axis_names
         self.distribution = self.report = self.memory = None
+        self.views: dict[tuple, _View] = {}
         shapes = mesh_shapes(n_devices, 2)
         self.mesh_shape = widgets.Dropdown(options=shape_options(n_devices, 2), value=squarest(shapes),
                                            description="mesh")
@@ -58,6 +73,17 @@ class ModelExplorer(Explorer):
         return result
 
     def _update(self) -> str:
+        key = (self.mesh_shape.value, self.preset.value)
+        if key not in self.views:
+            self.views[key] = self._compute()
+        view = self.views[key]
+        self.image.value, self.memory_image.value = view.model_png, view.memory_png
+        self.table.value = view.report._repr_html_()
+        self.distribution, self.report, self.memory = view.distribution, view.report, view.memory
+        return (f"{html.escape(view.report.title)}: largest device total <b>{view.memory.max_total:,}</b> "
+                f"bytes (weights + gradients + optimizer state)")
+
+    def _compute(self) -> _View:
         from keras.distribution import ModelParallel
 
         layout_map = self.layout_map()
@@ -67,12 +93,7 @@ class ModelExplorer(Explorer):
             raise ValueError("\n".join(p.message for p in problems))
         report = explain_layout(self.model, dist)
         memory = memory_from_report(report, self.model)
-        self.image.value = render_png(draw_model(self.model, dist))
-        self.memory_image.value = render_png(draw_memory(memory))
-        self.table.value = report._repr_html_()
-        self.distribution, self.report, self.memory = dist, report, memory
-        return (f"{html.escape(report.title)}: largest device total <b>{memory.max_total:,}</b> bytes "
-                f"(weights + gradients + optimizer state)")
+        return _View(dist, report, memory, render_png(draw_model(self.model, dist)), render_png(draw_memory(memory)))
 
     def _clear_state(self) -> None:
         self.distribution = self.report = self.memory = None
@@ -122,7 +143,8 @@ def memory_from_report(report: LayoutReport, model) -> MemoryReport:
 
 def draw_memory(memory: MemoryReport) -> Figure:
     """Stacked bars: weights, gradients and optimizer state on each device."""
-    fig = Figure(figsize=(7, 2.6), layout="constrained")
+    fig = Figure(figsize=(7, 2.6))
+    fig.subplots_adjust(left=0.12, right=0.83, bottom=0.12, top=0.88)
     ax = fig.subplots()
     devices = [r.device for r in memory.rows]
     bottom = [0] * len(devices)

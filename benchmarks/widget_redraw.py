@@ -1,0 +1,85 @@
+"""How fast each explorer redraws: `python benchmarks/widget_redraw.py [--changes 20]`.
+
+Sets one control of each explorer to a new value, repeatedly, as a learner
+would by clicking, and prints the median wall time of a redraw (the real
+Keras/JAX objects, the placement data and the PNG rendering, all included).
+The first redraw is excluded: it pays for imports and JAX start-up. A redraw
+should stay under 150 ms so a click feels immediate.
+
+The model explorer keeps what it drew for each (mesh shape, preset) choice, so
+it is timed twice: "first view" forgets before every change (the full cost:
+layout report, two figures rendered), "revisit" shows a choice seen before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import time
+from collections.abc import Callable
+
+from course_utils import setup_devices
+
+TARGET_MS = 150.0
+
+
+def median_ms(change: Callable[[object], None], values: list, changes: int) -> tuple[float, float]:
+    """Median and maximum milliseconds of `changes` calls of `change(value)`, cycling `values`."""
+    change(values[-1])  # warm-up, not timed
+    times = []
+    for value in itertools.islice(itertools.cycle(values), changes):
+        start = time.perf_counter()
+        change(value)
+        times.append(1000 * (time.perf_counter() - start))
+    return statistics.median(times), max(times)
+
+
+def cases() -> dict[str, tuple[Callable, list]]:
+    """Explorer name -> (a function that sets one control, the values it cycles through)."""
+    from course_utils.models import mlp, mlp_rules, transformer_block, transformer_rules
+    from course_utils.widgets import layout_explorer, mesh_explorer, model_explorer
+
+    mesh = mesh_explorer()
+    layout = layout_explorer((16, 32))
+    model = model_explorer(mlp(), mlp_rules())
+    transformer = model_explorer(transformer_block(), transformer_rules())
+
+    def set_shape(explorer, *, forget: bool):
+        def change(value):
+            if forget:
+                explorer.views.clear()
+            explorer.mesh_shape.value = value
+        return change
+
+    shapes = [(1, 8), (2, 4), (4, 2), (8, 1)]
+
+    return {
+        "mesh_explorer (shape)": (lambda v: setattr(mesh.shape, "value", v), shapes),
+        "layout_explorer (axis of dim 0)": (lambda v: setattr(layout.axes[0], "value", v), [None, "data"]),
+        "model_explorer mlp, first view": (set_shape(model, forget=True), shapes),
+        "model_explorer mlp, revisit": (set_shape(model, forget=False), shapes),
+        "model_explorer transformer, first view": (set_shape(transformer, forget=True), shapes),
+        "model_explorer transformer, revisit": (set_shape(transformer, forget=False), shapes),
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--changes", type=int, default=20)
+    args = parser.parse_args(argv)
+    print(setup_devices(8))
+    print(f"Median redraw over {args.changes} changes (target < {TARGET_MS:.0f} ms):")
+    slow = []
+    for name, (change, values) in cases().items():
+        median, worst = median_ms(change, values, args.changes)
+        print(f"  {name:42} {median:7.1f} ms   (max {worst:.1f} ms)")
+        if median > TARGET_MS:
+            slow.append(name)
+    if slow:
+        print(f"Above target: {', '.join(slow)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
