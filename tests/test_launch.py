@@ -211,3 +211,23 @@ def test_workers_die_with_a_killed_launcher(sleeper):
     while not all(gone(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert all(gone(pid) for pid in workers)
+
+
+def test_a_port_taken_after_it_was_picked_is_replaced(tmp_path, monkeypatch):
+    """The coordinator cannot bind the picked port: the launcher tries a fresh one."""
+    script = tmp_path / "hello.py"
+    script.write_text("from course_utils.multiprocess import setup_process\n"
+                      "print(setup_process().summary(), flush=True)\n")
+    from course_utils import launch as launch_module
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        ports = iter([taken])
+        real_free_port = launch_module.free_port
+        monkeypatch.setattr(launch_module, "free_port", lambda: next(ports, None) or real_free_port())
+        result = launch(script, processes=1, devices_per_process=1, timeout=60)
+    assert result.ok, result.message()
+    assert result.port != taken
+    no_children_left()
