@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from course_utils.mesh import mesh_shapes
 
-DPI = 72  # low enough to redraw in well under 150 ms, sharp enough to read
+DPI = 80  # low enough to redraw in well under 150 ms, sharp enough to read
 AXIS_NAMES = {1: ("data",), 2: ("data", "model"), 3: ("host", "data", "model")}
 
 
@@ -24,6 +24,11 @@ def render_png(fig: Figure, *, dpi: int = DPI) -> bytes:
     finally:
         fig.clear()
     return buffer.getvalue()
+
+
+def picture() -> widgets.Image:
+    """An empty PNG `Image` widget shown at its own size (not stretched to the output's width)."""
+    return widgets.Image(format="png", layout=widgets.Layout(align_self="flex-start", max_width="100%"))
 
 
 class Explorer(widgets.VBox):
@@ -38,7 +43,7 @@ class Explorer(widgets.VBox):
     def __init__(self, title: str, controls: Sequence[widgets.Widget], watched: Sequence[widgets.Widget]):
         self.message = ""
         self.status = widgets.HTML()
-        self.image = widgets.Image(format="png")
+        self.image = picture()
         self._held = False
         for control in watched:
             control.observe(self._changed, names="value")

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from course_utils._explorer import Explorer, render_png, shape_options, squarest
-from course_utils.costs import DeviceMemory, MemoryReport
+from course_utils._explorer import Explorer, picture, render_png, shape_options, squarest
+from course_utils.costs import MemoryReport, memory_report
 from course_utils.layout import LayoutReport, check_layout_map, explain_layout
 from course_utils.mesh import make_mesh, mesh_shapes
 from course_utils.viz import draw_model
@@ -38,15 +38,17 @@ class ModelExplorer(Explorer):
         mesh_shape: `Dropdown` of the valid 2-D mesh shapes.
         preset: `ToggleButtons`: "replicated" (data parallel) or "tensor parallel".
         distribution: The `ModelParallel` distribution shown.
-        report: `explain_layout` of the model (weights and optimizer variables).
-        memory: A `MemoryReport`: weights, gradients, optimizer state per device.
+        report: `explain_layout` of a copy of the model built under `distribution`
+            (weights and optimizer variables, real arrays).
+        memory: `memory_report` of that copy: weights, gradients and optimizer
+            state per device, from the real shards.
         table: `HTML` widget showing `report`; memory_image: the memory bars.
         views: (mesh shape, preset) -> what was shown for it. A choice seen
             before is shown again without recomputing; `views.clear()` forgets.
     """
 
     def __init__(self, model, rules: dict[str, tuple], axis_names: tuple[str, str], n_devices: int):
-        self.model, self.rules, self.axis_names = _laid_out_copy(model), rules, axis_names
+        self.model, self.rules, self.axis_names = model, rules, axis_names
         self.distribution = self.report = self.memory = None
         self.views: dict[tuple, _View] = {}
         shapes = mesh_shapes(n_devices, 2)
@@ -55,7 +57,7 @@ class ModelExplorer(Explorer):
         presets = [("replicated (data parallel)", "replicated")]
         presets += [("tensor parallel", "tensor parallel")] if rules else []
         self.preset = widgets.ToggleButtons(options=presets, value=presets[-1][1], description="layout")
-        self.memory_image = widgets.Image(format="png")
+        self.memory_image = picture()
         self.table = widgets.HTML()
         super().__init__(f"Model explorer: {self.model.name} on {n_devices} devices",
                          [widgets.HBox([self.mesh_shape, self.preset])], [self.mesh_shape, self.preset])
@@ -91,54 +93,30 @@ class ModelExplorer(Explorer):
         problems = [p for p in check_layout_map(layout_map, self.model) if p.kind != "unmatched_key"]
         if problems:
             raise ValueError("\n".join(p.message for p in problems))
-        report = explain_layout(self.model, dist)
-        memory = memory_from_report(report, self.model)
-        return _View(dist, report, memory, render_png(draw_model(self.model, dist)), render_png(draw_memory(memory)))
+        copy = built_under(self.model, dist)
+        report, memory = explain_layout(copy, dist), memory_report(copy, dist)
+        return _View(dist, report, memory, render_png(draw_model(copy, dist)), render_png(draw_memory(memory)))
 
     def _clear_state(self) -> None:
         self.distribution = self.report = self.memory = None
 
 
-def _laid_out_copy(model):
-    """A compiled copy of `model` with its optimizer built and no layout fixed yet.
+def built_under(model, distribution):
+    """A compiled copy of `model` built inside `distribution.scope()`, optimizer built too.
 
-    Variables created under a distribution keep that layout, so the explorer
-    works on a clone built outside any distribution; its paths are the model's.
+    Its variables (weights and optimizer state) are real arrays laid out by
+    Keras; its paths are the model's. The original model is not touched.
     """
     import keras
-    from keras import distribution
 
-    outer = distribution.distribution()
-    distribution.set_distribution(None)
-    try:
+    optimizer = getattr(model, "optimizer", None)
+    with distribution.scope():
         copy = keras.models.clone_model(model)
-        optimizer = getattr(model, "optimizer", None)
         optimizer = keras.optimizers.Adam() if optimizer is None else type(optimizer).from_config(
             optimizer.get_config())
         copy.compile(optimizer=optimizer, loss="mse")
         copy.optimizer.build(copy.trainable_variables)
-    finally:
-        distribution.set_distribution(outer)
     return copy
-
-
-def memory_from_report(report: LayoutReport, model) -> MemoryReport:
-    """Bytes per device for weights, gradients and optimizer state, from planned placements.
-
-    Gradients are laid out like their trainable weights; the optimizer rows
-    are the real optimizer variables, with the layouts Keras gives them.
-    """
-    weights = {v.path for v in model.weights}
-    trainable = {v.path for v in model.trainable_variables}
-    totals: dict[str, dict[str, int]] = {}
-    for row in report.rows:
-        kinds = ["optimizer"] if row.path not in weights else ["weights"] + ["gradients"] * (row.path in trainable)
-        for device, n in row.placement.device_bytes:
-            entry = totals.setdefault(device, dict.fromkeys(_MEMORY_COLORS, 0))
-            for kind in kinds:
-                entry[kind] += n
-    rows = [DeviceMemory(d, e["weights"], e["gradients"], e["optimizer"]) for d, e in totals.items()]
-    return MemoryReport(rows, title=f"{model.name} under {report.title}: bytes per device (planned)")
 
 
 def draw_memory(memory: MemoryReport) -> Figure:

@@ -91,6 +91,7 @@ def test_model_explorer_memory_equals_the_real_shards():
     assert explorer.mesh_shape.value == (2, 4) and explorer.preset.value == "tensor parallel"
     assert explorer.report.row("mlp/d1/kernel").shard_shape == (64, 64)
     assert explorer.report.row("adam/mlp_d1_kernel_momentum").rule == "follows mlp/d1/kernel"
+    assert all(row.as_planned for row in explorer.report.rows), "real arrays, laid out by Keras"
     assert explorer.memory.rows == _real_memory(explorer.distribution).rows
     explorer.mesh_shape.value = (1, 8)
     assert explorer.report.row("mlp/d1/kernel").shard_shape == (64, 32)
