@@ -18,6 +18,11 @@ $(BIN)/.installed: requirements.txt pyproject.toml
 
 $(BIN)/.test-installed: $(BIN)/.installed requirements-test.txt
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt
+	@# The browser test drives Debian's Chromium; install it when missing (sudo only when not root).
+	@test -x /usr/bin/chromium || { \
+	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$SUDO apt-get update && $$SUDO apt-get install -y chromium; } || \
+	  { echo "Could not install Chromium; tests/test_browser.py will fail. Install it with: apt-get install -y chromium"; exit 1; }
 	touch $@
 
 # reveal.js's files for offline slide decks come inside the sphinx-revealjs wheel; only those
