@@ -56,7 +56,8 @@ class ModelExplorer(Explorer):
                                            description="mesh")
         presets = [("replicated (data parallel)", "replicated")]
         presets += [("tensor parallel", "tensor parallel")] if rules else []
-        self.preset = widgets.ToggleButtons(options=presets, value=presets[-1][1], description="layout")
+        self.preset = widgets.ToggleButtons(options=presets, value=presets[-1][1], description="layout",
+                                            style={"button_width": "auto"})
         self.memory_image = picture()
         self.table = widgets.HTML()
         super().__init__(f"Model explorer: {self.model.name} on {n_devices} devices",

@@ -137,7 +137,7 @@ def _dismiss_news(page) -> None:
 def test_explorers_render_and_redraw_in_jupyterlab(lab, browser):
     url, notebook = lab
     started = time.monotonic()
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = browser.new_page(viewport={"width": 1400, "height": 3000})
     try:
         _check_explorers(page, f"{url}/lab/tree/{notebook}")
     except Exception:
