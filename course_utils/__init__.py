@@ -32,6 +32,18 @@ from course_utils.placement import Block, Placement, placement, planned_placemen
 from course_utils.train import Comparison, TrainingRun, compare_runs, compare_weights, run_training
 from course_utils.viz import device_color, draw_batch_split, draw_mesh, draw_model, draw_placement
 
+_WIDGETS = ("layout_explorer", "mesh_explorer", "model_explorer")
+
+
+def __getattr__(name: str):
+    """The explorers load ipywidgets only when first used: `from course_utils import mesh_explorer`."""
+    if name in _WIDGETS:
+        from course_utils import widgets
+
+        return getattr(widgets, name)
+    raise AttributeError(f"module 'course_utils' has no attribute {name!r}")
+
+
 __all__ = [
     "Block",
     "check",

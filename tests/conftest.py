@@ -1,6 +1,12 @@
-"""The test run uses 8 simulated CPU devices, set up before anything starts JAX."""
+"""The test run uses 8 simulated CPU devices, set up before anything starts JAX.
+
+Browser tests share one headless Chromium (Debian's, driven by Playwright).
+"""
 
 import os
+from pathlib import Path
+
+import pytest
 
 os.environ["COURSE_PLATFORM"] = "cpu"
 os.environ.setdefault("KERAS_BACKEND", "jax")
@@ -8,3 +14,26 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 from course_utils import setup_devices  # noqa: E402
 
 SETUP = setup_devices(8)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Debian Chromium driven by Playwright; fails loudly when either is missing."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("The browser tests need the Playwright package: run `make test` "
+                    "(it installs requirements-test.txt) or `pip install -r requirements-test.txt`.")
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"The browser tests need Debian's Chromium at {CHROMIUM}: run `make test` "
+                    f"or `apt-get install -y chromium`.")
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield instance
+        finally:
+            instance.close()

@@ -25,9 +25,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 NOTEBOOK = ROOT / "tests" / "data" / "explorers.ipynb"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 RENDER_TIMEOUT_MS = int(os.environ.get("BROWSER_RENDER_TIMEOUT_MS", 180_000))  # a fresh kernel imports Keras and JAX, then draws three explorers
 
 
@@ -88,25 +85,6 @@ def lab():
         yield url, (ARTIFACTS / NOTEBOOK.name).relative_to(ROOT).as_posix()
     finally:
         _stop(process)
-
-
-@pytest.fixture
-def browser():
-    """Headless Debian Chromium driven by Playwright; fails loudly when either is missing."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("The browser test needs the Playwright package: run `make test` "
-                    "(it installs requirements-test.txt) or `pip install -r requirements-test.txt`.")
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"The browser test needs Debian's Chromium at {CHROMIUM}: run `make test` "
-                    f"or `apt-get install -y chromium`.")
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield instance
-        finally:
-            instance.close()
 
 
 def _image_sources(page) -> list[str]:

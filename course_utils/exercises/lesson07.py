@@ -24,7 +24,7 @@ def restored_shard_shape(answer) -> str | None:
         return "That is the 2 x 4 shape. On a (4, 2) mesh the model axis has 2 devices, not 4."
     if answer == (16, 128) or answer[0] != 64:
         return "The rule splits the columns (the second dimension) over 'model'; the rows stay whole."
-    return f"d1/kernel is (64, 128); how many devices does the 'model' axis of a (4, 2) mesh have?"
+    return "d1/kernel is (64, 128); how many devices does the 'model' axis of a (4, 2) mesh have?"
 
 
 @exercise("07.2", "Restore the checkpoint with every weight whole on each of the 8 devices.")
