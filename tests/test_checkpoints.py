@@ -1,27 +1,20 @@
 """A checkpoint saved under one layout restores under another with identical weights."""
 
-import keras
 import numpy as np
 import pytest
 from keras import distribution
 
-from course_utils import compare_weights, load_checkpoint, make_mesh, placement, run_training, save_checkpoint
+from course_utils import compare_weights, load_checkpoint, make_mesh, models, placement, run_training, save_checkpoint
 
 
 def build():
-    model = keras.Sequential(
-        [keras.Input((16,)), keras.layers.Dense(32, activation="relu", name="d1"), keras.layers.Dense(4, name="d2")],
-        name="mlp",
-    )
+    model = models.mlp(inputs=16, hidden=32, classes=4)
     model.compile(optimizer="adam", loss="mse")
     return model
 
 
 def model_parallel():
-    layout_map = distribution.LayoutMap(make_mesh((2, 4), ("data", "model")))
-    layout_map[".*d1/kernel"] = (None, "model")
-    layout_map[".*d1/bias"] = ("model",)
-    layout_map[".*d2/kernel"] = ("model", None)
+    layout_map = models.layout_map(make_mesh((2, 4), ("data", "model")), models.mlp_rules())
     return distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
 
 

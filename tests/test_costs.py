@@ -4,7 +4,7 @@ import keras
 import pytest
 from keras import distribution
 
-from course_utils import communication_report, make_mesh, memory_report
+from course_utils import communication_report, make_mesh, memory_report, models
 from course_utils.costs import parse_collectives
 
 GRADIENT_BYTES = (16 * 32 + 32 + 32 * 4 + 4) * 4
@@ -12,10 +12,7 @@ GRADIENT_BYTES = (16 * 32 + 32 + 32 * 4 + 4) * 4
 
 def build():
     keras.utils.set_random_seed(0)
-    model = keras.Sequential(
-        [keras.Input((16,)), keras.layers.Dense(32, activation="relu", name="d1"), keras.layers.Dense(4, name="d2")],
-        name="mlp",
-    )
+    model = models.mlp(inputs=16, hidden=32, classes=4)
     model.compile(optimizer="adam", loss="mse")
     return model
 
@@ -25,10 +22,7 @@ def data_parallel():
 
 
 def megatron(shape=(2, 4)):
-    layout_map = distribution.LayoutMap(make_mesh(shape, ("data", "model")))
-    layout_map[".*d1/kernel"] = (None, "model")
-    layout_map[".*d1/bias"] = ("model",)
-    layout_map[".*d2/kernel"] = ("model", None)
+    layout_map = models.layout_map(make_mesh(shape, ("data", "model")), models.mlp_rules())
     return distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
 
 

@@ -5,16 +5,13 @@ import numpy as np
 import pytest
 from keras import distribution
 
-from course_utils import compare_runs, make_mesh, run_training
+from course_utils import compare_runs, make_mesh, models, run_training
 
 ROWS, BATCH = 128, 32
 
 
 def build():
-    model = keras.Sequential(
-        [keras.Input((16,)), keras.layers.Dense(32, activation="relu", name="d1"), keras.layers.Dense(4, name="d2")],
-        name="mlp",
-    )
+    model = models.mlp(inputs=16, hidden=32, classes=4)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse")
     return model
 
@@ -31,11 +28,7 @@ def single(data):
 
 
 def model_parallel():
-    mesh = make_mesh((2, 4), ("data", "model"))
-    layout_map = distribution.LayoutMap(mesh)
-    layout_map[".*d1/kernel"] = (None, "model")
-    layout_map[".*d1/bias"] = ("model",)
-    layout_map[".*d2/kernel"] = ("model", None)
+    layout_map = models.layout_map(make_mesh((2, 4), ("data", "model")), models.mlp_rules())
     return distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
 
 
