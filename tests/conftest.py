@@ -20,9 +20,12 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """Headless Debian Chromium driven by Playwright; fails loudly when either is missing."""
+    """Headless Debian Chromium driven by Playwright; fails loudly when either is missing.
+
+    Closed at the end of each test module, so no browser process outlives the tests that use it.
+    """
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
