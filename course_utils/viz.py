@@ -160,13 +160,10 @@ def _draw_view(ax, p: Placement, view, *, max_ratio: float, compact: bool = Fals
     for block in blocks:
         (r0, r1) = block.index[row_dim] if row_dim is not None else (0, 1)
         (c0, c1) = block.index[col_dim] if col_dim is not None else (0, 1)
-        width = (c1 - c0) / len(block.devices)
-        for k, device in enumerate(block.devices):
-            ax.add_patch(Rectangle((c0 + k * width, r0), width, r1 - r0, facecolor=device_color(device),
-                                   edgecolor="none", alpha=0.85))
+        top = _fill_block(ax, block.devices, r0, r1, c0, c1)
         ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, fill=False, edgecolor="black",
                                linewidth=1.5, gid=BLOCK_GID))
-        ax.text((c0 + c1) / 2, (r0 + r1) / 2, _holders_label(block.devices), ha="center", va="center",
+        ax.text((c0 + c1) / 2, (top + r1) / 2, _holders_label(block.devices), ha="center", va="center",
                 fontsize=size, bbox=dict(boxstyle="round,pad=0.2", facecolor="white", alpha=0.8, linewidth=0))
     ax.set_xlim(0, max(cols, 1))
     ax.set_ylim(max(rows, 1), 0)
@@ -179,6 +176,25 @@ def _draw_view(ax, p: Placement, view, *, max_ratio: float, compact: bool = Fals
         ax.set_ylabel(_dim_label(p, row_dim), fontsize=8 if compact else 10)
     if fixed:
         ax.set_title(", ".join(f"dim {d} in [{a}:{b})" for d, (a, b) in fixed.items()), fontsize=9)
+
+
+def _fill_block(ax, holders, r0, r1, c0, c1) -> float:
+    """Colours a block; returns where its label area starts.
+
+    A block on one device takes that device's colour. A block copied on several
+    devices stays grey with one colour chip per holder along its top edge, so the
+    copies never look like a split of the block.
+    """
+    if len(holders) == 1:
+        ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, facecolor=device_color(holders[0]),
+                               edgecolor="none", alpha=0.85))
+        return r0
+    ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, facecolor="#e6e6e6", edgecolor="none"))
+    chip_height, chip_width = (r1 - r0) * 0.22, (c1 - c0) / len(holders)
+    for k, device in enumerate(holders):
+        ax.add_patch(Rectangle((c0 + k * chip_width, r0), chip_width, chip_height, facecolor=device_color(device),
+                               edgecolor="white", linewidth=0.5))
+    return r0 + chip_height
 
 
 def _dim_label(p: Placement, dim) -> str:
@@ -229,7 +245,7 @@ def draw_model(model, distribution, *, max_panels: int = 8) -> Figure:
     spec = fig.add_gridspec(grid_rows + 1, cols, height_ratios=[1] * grid_rows + [0.6])
     for i, row in enumerate(shown):
         ax = fig.add_subplot(spec[i // cols, i % cols])
-        _draw_view(ax, row.placement, _views(row.placement)[0], max_ratio=4.0, compact=True)
+        _draw_view(ax, row.placement, _views(row.placement)[0], max_ratio=2.5, compact=True)
         ax.set_title(f"{row.path}\n{row.shape} -> {row.shard_shape}", fontsize=8)
     bars = fig.add_subplot(spec[grid_rows, :])
     totals = type(report)(rows).bytes_per_device
