@@ -21,8 +21,9 @@ _SOLUTION = re.compile(r"<details>.*?```python\n(.*?)```.*?</details>", re.S)
 _MARK = "COURSE_PEAK_RSS="
 _PROBE = (
     "import resource as _r, sys as _s\n"
-    "_kb = _r.getrusage(_r.RUSAGE_SELF).ru_maxrss\n"
-    f"print('{_MARK}' + str(_kb if _s.platform != 'darwin' else _kb // 1024))"
+    "_kb = [_r.getrusage(w).ru_maxrss // (1024 if _s.platform == 'darwin' else 1)\n"
+    "       for w in (_r.RUSAGE_SELF, _r.RUSAGE_CHILDREN)]\n"
+    f"print('{_MARK}' + ' '.join(map(str, _kb)))"
 )
 
 
@@ -34,6 +35,7 @@ class LessonRun:
     notebook: nbformat.NotebookNode
     seconds: float
     peak_rss_mb: float
+    child_peak_rss_mb: float = 0.0  # the largest process the lesson started (lesson 06's workers)
 
 
 def lessons(folder: str | os.PathLike = "notebooks") -> list[Path]:
@@ -78,8 +80,8 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
         timeout: Seconds allowed per cell.
 
     Returns:
-        A `LessonRun` with the executed notebook, wall seconds and the
-        kernel's peak resident memory.
+        A `LessonRun` with the executed notebook, wall seconds, the kernel's
+        peak resident memory and that of the largest process it started.
     """
     from nbclient import NotebookClient
 
@@ -95,5 +97,5 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
     client.execute()
     seconds = time.perf_counter() - start
     printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
-    peak_kb = int(printed.split(_MARK, 1)[1].split()[0])
-    return LessonRun(path, notebook, seconds, peak_kb / 1024)
+    own_kb, child_kb = (int(v) for v in printed.split(_MARK, 1)[1].split()[:2])
+    return LessonRun(path, notebook, seconds, own_kb / 1024, child_kb / 1024)

@@ -18,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BINDER = ROOT / "binder"
 KERNEL_LIMIT_MB = 1200
+USER_LIMIT_MB = 2000
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +63,6 @@ def test_every_lesson_runs_in_the_binder_environment_within_memory(binder_env, t
     assert len(runs) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
     heavy = {r["notebook"]: round(r["peak_rss_mb"]) for r in runs if r["peak_rss_mb"] >= KERNEL_LIMIT_MB}
     assert heavy == {}, f"kernels over {KERNEL_LIMIT_MB} MB: {heavy}"
+    # lesson 06 runs two worker processes at once beside its kernel: all together must fit Binder's 2 GB
+    together = {r["notebook"]: round(r["peak_rss_mb"] + 2 * r["child_peak_rss_mb"]) for r in runs}
+    assert max(together.values()) < USER_LIMIT_MB, together
