@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.cpu_count()} CPU cores; devices are simulated, so times show this machine, not a cluster)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([{"notebook": r.path.name, "seconds": r.seconds, "peak_rss_mb": r.peak_rss_mb}
-                       for r in runs], f, indent=2)
+            json.dump([{"notebook": r.path.name, "seconds": r.seconds, "peak_rss_mb": r.peak_rss_mb,
+                        "child_peak_rss_mb": r.child_peak_rss_mb} for r in runs], f, indent=2)
     return 0
 
 
