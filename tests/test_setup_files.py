@@ -43,3 +43,14 @@ def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     assert "make test" in readme and "make lab" in readme
     assert "make test" in (ROOT / ".ci/run").read_text()
+
+
+def test_live_slides_extension_is_enabled_in_jupyterlab():
+    import subprocess
+    import sys
+
+    listed = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True,
+                            text=True, timeout=120)
+    lines = (listed.stdout + listed.stderr).splitlines()
+    rise = [line for line in lines if "jupyterlab-rise" in line]
+    assert rise and "enabled" in rise[0] and "OK" in rise[0], "\n".join(lines)
