@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
+from course_utils.placement import device_name
+
 ENV_DEVICES = "COURSE_DEVICES_PER_PROCESS"
 ENV_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
 ENV_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
@@ -107,8 +109,8 @@ def setup_process(global_devices: int | None = None, *, seed: int | None = 0) ->
         keras.distribution.initialize()
     sys.excepthook = _exit_at_once
     setup = ProcessSetup(jax.process_index(), jax.process_count(),
-                         tuple(_name(d) for d in jax.local_devices()),
-                         tuple(_name(d) for d in jax.devices()), jax.default_backend())
+                         tuple(device_name(d) for d in jax.local_devices()),
+                         tuple(device_name(d) for d in jax.devices()), jax.default_backend())
     if global_devices is not None and len(setup.global_devices) != global_devices:
         raise ValueError(f"This script needs {global_devices} devices in all; the run has "
                          f"{len(setup.global_devices)} ({processes} processes). Launch it with "
@@ -138,10 +140,6 @@ def _exit_at_once(kind, error, traceback) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(1)
-
-
-def _name(device) -> str:
-    return f"{device.platform}:{device.id}"
 
 
 def _rows(sharding, global_batch_size: int, devices) -> slice:

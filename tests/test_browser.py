@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,16 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from course_utils.launch import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 NOTEBOOK = ROOT / "tests" / "data" / "explorers.ipynb"
 RENDER_TIMEOUT_MS = int(os.environ.get("BROWSER_RENDER_TIMEOUT_MS", 180_000))  # a fresh kernel imports Keras and JAX, then draws three explorers
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_until_up(url: str, process: subprocess.Popen, log: Path, timeout: float = 90) -> None:
@@ -67,7 +62,7 @@ def lab():
     """A JupyterLab server at the repository root; yields (base url, notebook path in the server)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(NOTEBOOK, ARTIFACTS / NOTEBOOK.name)  # runs edit and autosave the copy, not the source
-    port = _free_port()
+    port = free_port()
     runtime = ARTIFACTS / "jupyter-runtime"
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={ROOT}",
