@@ -163,13 +163,17 @@ def _draw_view(ax, p: Placement, view, *, max_ratio: float, compact: bool = Fals
         top = _fill_block(ax, block.devices, r0, r1, c0, c1)
         ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, fill=False, edgecolor="black",
                                linewidth=1.5, gid=BLOCK_GID))
-        ax.text((c0 + c1) / 2, (top + r1) / 2, _holders_label(block.devices), ha="center", va="center",
+        ax.text((c0 + c1) / 2, (top + r1) / 2, _holders_label(block.devices, 2 if compact else 4),
+                ha="center", va="center",
                 fontsize=size, bbox=dict(boxstyle="round,pad=0.2", facecolor="white", alpha=0.8, linewidth=0))
     ax.set_xlim(0, max(cols, 1))
     ax.set_ylim(max(rows, 1), 0)
     ratio = max(rows, 1) / max(cols, 1)
     ax.set_box_aspect(min(max(ratio, 1 / max_ratio), max_ratio) if row_dim is not None else 0.25)
     ax.set_xlabel(_dim_label(p, col_dim), fontsize=8 if compact else 10)
+    if compact:  # small panels: the labels carry the sizes; tick labels would only crowd them
+        ax.set_xticks([])
+        ax.set_yticks([])
     if row_dim is None:
         ax.set_yticks([])
     else:
@@ -207,8 +211,8 @@ def _dim_label(p: Placement, dim) -> str:
     return f"dim {dim}: {size}, split over '{'+'.join(axes)}' into {parts}"
 
 
-def _holders_label(devices) -> str:
-    lines = [", ".join(devices[i:i + 4]) for i in range(0, len(devices), 4)]
+def _holders_label(devices, per_line: int = 4) -> str:
+    lines = [", ".join(devices[i:i + per_line]) for i in range(0, len(devices), per_line)]
     return "\n".join(lines)
 
 
