@@ -5,7 +5,6 @@ import pytest
 from keras import distribution
 
 from course_utils import communication_report, make_mesh, memory_report, models
-from course_utils.costs import parse_collectives
 
 GRADIENT_BYTES = (16 * 32 + 32 + 32 * 4 + 4) * 4
 
@@ -79,24 +78,3 @@ def test_a_program_that_differs_from_the_expectation_is_reported():
     assert any(e.axes == ("model",) for e in report.expected)
     assert report.bytes_over("model", kind="all-gather") == 16 * 32 * 4
     assert not report.agrees and "DIFFER" in repr(report)
-
-
-def test_parse_every_group_format():
-    names, shape = ("data", "model"), (2, 4)
-    lines = [
-        "%a = f32[8,4]{1,0} all-reduce(%x), replica_groups=[2,4]<=[8], to_apply=%add",
-        "%b = (f32[], f32[8,16]{1,0}, /*index=5*/f32[4]{0}) all-reduce(%x, %y, %z), replica_groups=mesh['axis_0'=2,'axis_1'=4] {'axis_0'}, to_apply=%add",
-        "%c = f32[64]{0} all-gather(%x), replica_groups=mesh['axis_0'=4,'axis_1'=2], device_ids=([2,4]T(1,0)) {'axis_0'}, dimensions={0}",
-        "%d = f32[16]{0} reduce-scatter(%x), replica_groups={{0,4},{1,5},{2,6},{3,7}}, dimensions={0}",
-        "%e = bf16[4,4]{1,0} collective-permute(%x), source_target_pairs={{0,1},{1,2},{2,3},{3,0}}",
-        "%f = f32[2]{0} all-to-all(%x), replica_groups=[4,2]<=[2,4]T(1,0), dimensions={0}",
-    ]
-    found = {(c.kind, c.axes): c.bytes for c in parse_collectives("\n".join(lines), names, shape)}
-    assert found == {
-        ("all-reduce", ("model",)): 128,
-        ("all-reduce", ("data",)): 4 + 512 + 16,
-        ("all-gather", ("model",)): 256,
-        ("reduce-scatter", ("data",)): 64,
-        ("collective-permute", ("model",)): 32,
-        ("all-to-all", ("data",)): 8,
-    }
