@@ -12,11 +12,12 @@ def test_untouched_is_not_attempted(exercise_id):
 
 
 def test_device_at_coordinate():
-    assert check("01.1", "cpu:6").ok
+    assert check("01.1", "cpu:5").ok
     wrong = check("01.1", "cpu:2")
     assert wrong.status == "not yet" and "start at 0" in wrong.message
-    assert "row by row" in check("01.1", "cpu:5").message
-    assert "string" in check("01.1", 6).message
+    assert "row by row" in check("01.1", "cpu:6").message
+    assert "i * 2 + j" in check("01.1", "cpu:7").message
+    assert "string" in check("01.1", 5).message
 
 
 def test_four_by_two_mesh():

@@ -3,22 +3,22 @@
 from course_utils.exercises.core import exercise
 
 
-@exercise("01.1", "Which device sits at coordinate (1, 2) of a 2 x 4 mesh with axes ('data', 'model')?")
+@exercise("01.1", "Which device sits at coordinate (2, 1) of a 4 x 2 mesh with axes ('data', 'model')?")
 def device_at_coordinate(answer):
-    """Compares the answer with the device a real 2 x 4 DeviceMesh holds at (1, 2)."""
+    """Compares the answer with the device a real 4 x 2 DeviceMesh holds at (2, 1)."""
     from course_utils.mesh import make_mesh
 
-    devices = make_mesh((2, 4), ("data", "model")).devices
-    expected = str(devices[1, 2])
+    devices = make_mesh((4, 2), ("data", "model")).devices
+    expected = str(devices[2, 1])
     if not isinstance(answer, str):
         return f"Give the device as a string, like {str(devices[0, 0])!r}."
     if answer == expected:
         return None
-    if answer in (str(devices[0, 1]), str(devices[0, 2])):
-        return "Coordinates start at 0: (1, 2) is the second row and the third column."
-    if answer == str(devices.reshape(-1).reshape(2, 4, order="F")[1, 2]):
-        return "The device list fills the grid row by row (row-major): row 1 starts with the fifth device."
-    return "Row i, column j of a 2 x 4 mesh holds device number i * 4 + j of the device list."
+    if answer in (str(devices[1, 0]), str(devices[1, 1])):
+        return "Coordinates start at 0: (2, 1) is the third row and the second column."
+    if answer == str(devices.reshape(-1).reshape(4, 2, order="F")[2, 1]):
+        return "The device list fills the grid row by row (row-major): each row of a 4 x 2 mesh holds 2 devices."
+    return "Row i, column j of a 4 x 2 mesh holds device number i * 2 + j of the device list."
 
 
 @exercise("01.2", "Build a 4 x 2 DeviceMesh with axes named 'data' and 'model'.")
