@@ -50,7 +50,7 @@ def measure_model(name: str) -> list[dict]:
     import numpy as np
     from keras import distribution
 
-    from course_utils import communication_report, compare_runs, make_mesh, memory_report, models, run_training
+    from course_utils import communication_report, compare_runs, make_layout_map, make_mesh, memory_report, models, run_training
 
     build_model, rules, x_shape = {
         "mlp": (models.mlp, models.mlp_rules(), (64,)),
@@ -75,7 +75,7 @@ def measure_model(name: str) -> list[dict]:
             # replicated, the batch split over "data".
             "DataParallel": distribution.ModelParallel(layout_map=distribution.LayoutMap(mesh),
                                                        batch_dim_name="data"),
-            "ModelParallel": distribution.ModelParallel(layout_map=models.layout_map(mesh, rules),
+            "ModelParallel": distribution.ModelParallel(layout_map=make_layout_map(mesh, rules),
                                                         batch_dim_name="data"),
         }
         for kind, dist in presets.items():

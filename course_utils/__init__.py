@@ -15,7 +15,7 @@ from course_utils.checkpoints import load_checkpoint, save_checkpoint
 from course_utils.costs import CommunicationReport, MemoryReport, communication_report, memory_report
 from course_utils.devices import DeviceSetup, DeviceSetupError, current_setup, setup_devices
 from course_utils.exercises import check
-from course_utils.layout import LayoutMapError, LayoutReport, Problem, check_layout_map, explain_layout
+from course_utils.layout import LayoutMapError, LayoutReport, Problem, check_layout_map, explain_layout, make_layout_map
 from course_utils.lesson import expect_error
 from course_utils.mesh import describe_mesh, make_mesh, mesh_shapes
 from course_utils.multiprocess import (
@@ -28,7 +28,7 @@ from course_utils.multiprocess import (
     process_ownership,
     setup_process,
 )
-from course_utils.placement import Block, Placement, placement, planned_placement, shard_of
+from course_utils.placements import Block, Placement, placement, planned_placement, shard_of
 from course_utils.train import Comparison, TrainingRun, compare_runs, compare_weights, run_training
 from course_utils.viz import device_color, draw_batch_split, draw_mesh, draw_model, draw_placement
 
@@ -67,6 +67,7 @@ __all__ = [
     "explain_layout",
     "LayoutMapError",
     "LayoutReport",
+    "make_layout_map",
     "load_checkpoint",
     "local_rows",
     "make_mesh",

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from course_utils._explorer import Explorer, picture, render_png, shape_options, squarest
 from course_utils.costs import MemoryReport, memory_report
-from course_utils.layout import LayoutReport, check_layout_map, explain_layout
+from course_utils.layout import LayoutReport, check_layout_map, explain_layout, make_layout_map
 from course_utils.mesh import make_mesh, mesh_shapes
 from course_utils.viz import draw_model
 
@@ -67,13 +67,8 @@ class ModelExplorer(Explorer):
 
     def layout_map(self):
         """The `LayoutMap` of the current choice, on a fresh mesh of the chosen shape."""
-        from keras.distribution import LayoutMap
-
-        result = LayoutMap(make_mesh(self.mesh_shape.value, self.axis_names))
-        if self.preset.value == "tensor parallel":
-            for key, axes in self.rules.items():
-                result[key] = axes
-        return result
+        rules = self.rules if self.preset.value == "tensor parallel" else {}
+        return make_layout_map(make_mesh(self.mesh_shape.value, self.axis_names), rules)
 
     def _update(self) -> str:
         key = (self.mesh_shape.value, self.preset.value)

@@ -8,8 +8,9 @@ mesh. Nothing here re-implements that: these helpers name the steps.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
+
+from course_utils.devices import scope_for
 
 
 def save_checkpoint(model, path) -> Path:
@@ -44,15 +45,8 @@ def load_checkpoint(path, distribution=None):
     """
     import keras
 
-    from course_utils.devices import current_setup
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"No checkpoint at '{path}'. Save one first with save_checkpoint(model, '{path}').")
-    if distribution is not None:
-        scope = distribution.scope()
-    else:
-        setup = current_setup()
-        scope = keras.device(setup.devices[0]) if setup else contextlib.nullcontext()
-    with scope:
+    with scope_for(distribution):
         return keras.models.load_model(path)

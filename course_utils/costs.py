@@ -13,8 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from course_utils._table import Table
+from course_utils.devices import scope_for
+from course_utils.keras_internals import all_layers, is_leaf, state_shardings, training_state
 from course_utils.hlo import Collective, parse_collectives
-from course_utils.placement import placement
+from course_utils.placements import placement
 
 SCALAR_SLACK = 64  # bytes: the loss and metric scalars ride along with the gradients
 
@@ -63,7 +65,7 @@ def memory_report(model, distribution=None) -> MemoryReport:
         raise ValueError(f"memory_report needs a compiled model; {model.name!r} has no optimizer. "
                          f"Call model.compile(optimizer=..., loss=...) first.")
     if not optimizer.built:
-        with _scope(distribution):
+        with scope_for(distribution):
             optimizer.build(model.trainable_variables)
     weights = _bytes(model.weights)
     gradients = _bytes(model.trainable_variables)
@@ -73,12 +75,6 @@ def memory_report(model, distribution=None) -> MemoryReport:
     from course_utils.train import describe_distribution
 
     return MemoryReport(rows, title=f"{model.name} under {describe_distribution(distribution)}: bytes per device")
-
-
-def _scope(distribution):
-    import contextlib
-
-    return distribution.scope() if distribution is not None else contextlib.nullcontext()
 
 
 def _bytes(variables) -> dict[str, int]:
@@ -162,8 +158,8 @@ def compiled_train_step(model, distribution, batch_shape, target_shape=None, tar
     with distribution.scope():
         if not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
-        state = model._get_jax_state(True, True, True, True)
-        step = jax.jit(model.train_step, out_shardings=(None, model._get_state_sharding_spec()))
+        state = training_state(model)
+        step = jax.jit(model.train_step, out_shardings=(None, state_shardings(model)))
         x = _abstract(batch_shape, model.inputs[0].dtype if model.inputs else "float32", distribution)
         y = _abstract(tuple(target_shape), target_dtype, distribution)
         return step.lower(state, (x, y)).compile().as_text()
@@ -210,9 +206,9 @@ def expected_collectives(model, distribution, batch_shape) -> list[Collective]:
 
 
 def _dense_kernels(model):
-    for layer in model._flatten_layers(include_self=False):
+    for layer in all_layers(model, include_self=False):
         kernel = getattr(layer, "kernel", None)
-        if kernel is not None and len(kernel.shape) == 2 and not layer._layers:
+        if kernel is not None and len(kernel.shape) == 2 and is_leaf(layer):
             yield layer, kernel
 
 

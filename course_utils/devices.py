@@ -9,6 +9,7 @@ the kernel, instead of carrying on with fewer devices than asked for.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass
@@ -100,7 +101,7 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
         jax.config.update("jax_default_device", chosen[0])
     is_cpu = chosen[0].platform == "cpu"
     _current = DeviceSetup(
-        devices=tuple(f"{d.platform}:{d.id}" for d in chosen),
+        devices=tuple(device_name(d) for d in chosen),
         platform=chosen[0].platform,
         simulated=is_cpu and n > 1,
     )
@@ -110,6 +111,35 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
 def current_setup() -> DeviceSetup | None:
     """The result of the last successful `setup_devices` call, if any."""
     return _current
+
+
+def device_name(device) -> str:
+    """The Keras device string (`"cpu:3"`) of a JAX device."""
+    return f"{device.platform}:{device.id}"
+
+
+def course_devices() -> list[str]:
+    """The devices meshes use by default: those `setup_devices` chose, else all Keras lists."""
+    if _current is not None:
+        return list(_current.devices)
+    from keras import distribution
+
+    return distribution.list_devices()
+
+
+def scope_for(distribution=None):
+    """Where to build or restore a model: the distribution's scope, else the course's first device.
+
+    Without a distribution and before `setup_devices`, it is a no-op scope
+    (JAX's default device).
+    """
+    if distribution is not None:
+        return distribution.scope()
+    if _current is None:
+        return contextlib.nullcontext()
+    import keras
+
+    return keras.device(_current.devices[0])
 
 
 def _validate_count(n) -> int:

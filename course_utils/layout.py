@@ -10,9 +10,26 @@ import re
 from dataclasses import dataclass
 
 from course_utils._table import Table
-from course_utils.placement import Placement, layout_errors, placement, planned_placement
+from course_utils.keras_internals import all_layers, layout_map_of
+from course_utils.placements import Placement, layout_errors, placement, planned_placement
 
 UNMATCHED = "replicated: no rule matched"
+
+
+def make_layout_map(mesh, rules: dict[str, tuple]):
+    """A `keras.distribution.LayoutMap` on `mesh` holding `rules` (key -> axes).
+
+    Example:
+        >>> layout_map = make_layout_map(mesh, {".*d1/kernel": (None, "model")})
+        >>> layout_map[".*d1/kernel"].axes
+        (None, 'model')
+    """
+    from keras.distribution import LayoutMap
+
+    layout_map = LayoutMap(mesh)
+    for key, axes in rules.items():
+        layout_map[key] = tuple(axes)
+    return layout_map
 
 
 @dataclass(frozen=True)
@@ -58,11 +75,6 @@ class LayoutReport(Table):
             for device, n in r.placement.device_bytes:
                 totals[device] = totals.get(device, 0) + n
         return totals
-
-
-def layout_map_of(distribution):
-    """The `LayoutMap` behind a distribution (None for `DataParallel`)."""
-    return getattr(distribution, "_layout_map", None)
 
 
 def explain_layout(model, distribution) -> LayoutReport:
@@ -183,12 +195,12 @@ def check_layout_map(layout_map, model, *, strict: bool = False) -> list[Problem
     axis_sizes = dict(zip(mesh.axis_names, mesh.shape))
     targets = [v.path for v in variables] + _output_paths(model)
     problems = [_unmatched_key(key, variables) for key in layout_map
-                if not any(_key_matches(key, path) for path in targets)]
+                if not any(key_matches(key, path) for path in targets)]
     for variable in variables:
         try:
             layout = layout_map[variable.path]
         except ValueError:
-            keys = [k for k in layout_map if _key_matches(k, variable.path)]
+            keys = [k for k in layout_map if key_matches(k, variable.path)]
             problems.append(Problem(
                 "two_keys", None, variable.path,
                 f"Variable {variable.path!r} is matched by {len(keys)} keys {keys}; "
@@ -212,11 +224,11 @@ def check_layout_map(layout_map, model, *, strict: bool = False) -> list[Problem
 
 def _output_paths(model) -> list[str]:
     """The paths Keras looks up for layer outputs (`Layer.__call__`: "<layer path>/output")."""
-    return [f"{layer.path}/output" for layer in model._flatten_layers(include_self=True) if layer.path]
+    return [f"{layer.path}/output" for layer in all_layers(model) if layer.path]
 
 
-def _key_matches(key: str, path: str) -> bool:
-    """Asks Keras whether `key` alone would match `path`."""
+def key_matches(key: str, path: str) -> bool:
+    """Asks Keras's own lookup whether `key` alone gives `path` a layout."""
     from keras.distribution import LayoutMap, TensorLayout
 
     probe = LayoutMap(None)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from course_utils._table import Table
-from course_utils.devices import current_setup
+from course_utils.devices import course_devices
 
 
 def mesh_shapes(n_devices: int, ndim: int = 2) -> list[tuple[int, ...]]:
@@ -62,7 +62,7 @@ def make_mesh(shape: Sequence[int], axis_names: Sequence[str], *, devices=None):
 
     shape = _check_shape(shape)
     axis_names = _check_axis_names(axis_names, shape)
-    devices = _default_devices() if devices is None else [str(d) for d in devices]
+    devices = course_devices() if devices is None else [str(d) for d in devices]
     if math.prod(shape) != len(devices):
         valid = ", ".join(str(s) for s in mesh_shapes(len(devices), len(shape)))
         raise ValueError(
@@ -71,15 +71,6 @@ def make_mesh(shape: Sequence[int], axis_names: Sequence[str], *, devices=None):
             f"{len(devices)} devices. Valid {len(shape)}-D shapes: {valid}."
         )
     return distribution.DeviceMesh(shape, axis_names, devices=devices)
-
-
-def _default_devices() -> list[str]:
-    setup = current_setup()
-    if setup is not None:
-        return list(setup.devices)
-    from keras import distribution
-
-    return distribution.list_devices()
 
 
 def _check_shape(shape) -> tuple[int, ...]:

@@ -65,12 +65,3 @@ def transformer_rules() -> dict[str, tuple]:
         ".*ffn2/kernel": ("model", None),
     }
 
-
-def layout_map(mesh, rules: dict[str, tuple]):
-    """A `keras.distribution.LayoutMap` on `mesh` holding `rules` (key -> axes)."""
-    from keras import distribution
-
-    result = distribution.LayoutMap(mesh)
-    for key, axes in rules.items():
-        result[key] = axes
-    return result

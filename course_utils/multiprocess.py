@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
-from course_utils.placement import device_name
+from course_utils.placements import device_name
 
 ENV_DEVICES = "COURSE_DEVICES_PER_PROCESS"
 ENV_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"

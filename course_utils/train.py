@@ -8,7 +8,6 @@ the clock stops, the median over steps).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from course_utils._table import Table
-from course_utils.devices import current_setup
+from course_utils.devices import current_setup, scope_for
 
 
 @dataclass(frozen=True)
@@ -104,8 +103,7 @@ def run_training(build_model: Callable, data, *, distribution=None, epochs: int 
 
     x, y = _check_data(data, batch_size)
     recorder = _step_recorder()
-    scope = distribution.scope() if distribution is not None else _single_device_scope()
-    with scope:
+    with scope_for(distribution):
         keras.utils.set_random_seed(seed)
         model = build_model()
         if not getattr(model, "compiled", False):
@@ -130,13 +128,6 @@ def describe_distribution(distribution) -> str:
         return "single device"
     mesh = distribution.device_mesh
     return f"{type(distribution).__name__} {tuple(mesh.shape)} {tuple(mesh.axis_names)}"
-
-
-def _single_device_scope():
-    import keras
-
-    setup = current_setup()
-    return keras.device(setup.devices[0]) if setup else contextlib.nullcontext()
 
 
 def _uses_cpu(distribution) -> bool:

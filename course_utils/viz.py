@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from course_utils.layout import explain_layout
-from course_utils.placement import Placement, placement, planned_placement
+from course_utils.placements import Placement, placement, planned_placement
 
 _PALETTE = list(colormaps["tab10"].colors) + list(colormaps["tab20b"].colors)
 BLOCK_GID = "block"

@@ -18,7 +18,7 @@ import ipywidgets as widgets
 from course_utils._explorer import AXIS_NAMES, Explorer, device_count, render_png, shape_options, squarest
 from course_utils._model_explorer import ModelExplorer
 from course_utils.mesh import describe_mesh, make_mesh, mesh_shapes
-from course_utils.placement import Placement, layout_errors, planned_placement
+from course_utils.placements import Placement, layout_errors, planned_placement
 from course_utils.viz import draw_mesh, draw_placement
 
 __all__ = ["LayoutExplorer", "MeshExplorer", "ModelExplorer",

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from keras import distribution
 
-from course_utils import compare_weights, load_checkpoint, make_mesh, models, placement, run_training, save_checkpoint
+from course_utils import compare_weights, load_checkpoint, make_layout_map, make_mesh, models, placement, run_training, save_checkpoint
+
 
 
 def build():
@@ -14,7 +15,7 @@ def build():
 
 
 def model_parallel():
-    layout_map = models.layout_map(make_mesh((2, 4), ("data", "model")), models.mlp_rules())
+    layout_map = make_layout_map(make_mesh((2, 4), ("data", "model")), models.mlp_rules())
     return distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
 
 

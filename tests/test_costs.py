@@ -4,7 +4,8 @@ import keras
 import pytest
 from keras import distribution
 
-from course_utils import communication_report, make_mesh, memory_report, models
+from course_utils import communication_report, make_layout_map, make_mesh, memory_report, models
+
 
 GRADIENT_BYTES = (16 * 32 + 32 + 32 * 4 + 4) * 4
 
@@ -21,7 +22,7 @@ def data_parallel():
 
 
 def megatron(shape=(2, 4)):
-    layout_map = models.layout_map(make_mesh(shape, ("data", "model")), models.mlp_rules())
+    layout_map = make_layout_map(make_mesh(shape, ("data", "model")), models.mlp_rules())
     return distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
 
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from course_utils import check_layout_map, explain_layout, make_mesh, mesh_shapes, models
+from course_utils import check_layout_map, explain_layout, make_layout_map, make_mesh, mesh_shapes, models
+
 
 
 @pytest.mark.parametrize("shape", mesh_shapes(8))
@@ -11,7 +12,7 @@ def test_rules_are_clean_on_every_shape(shape, build, rules):
     from keras import distribution
 
     model = build()
-    layout_map = models.layout_map(make_mesh(shape, ("data", "model")), rules())
+    layout_map = make_layout_map(make_mesh(shape, ("data", "model")), rules())
     assert check_layout_map(layout_map, model) == []
     report = explain_layout(model, distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data"))
     # every rule splits at least one variable over "model", and only rules do
@@ -23,7 +24,7 @@ def test_transformer_heads_split_over_model():
 
     model = models.transformer_block()
     dist = distribution.ModelParallel(
-        layout_map=models.layout_map(make_mesh((2, 4), ("data", "model")), models.transformer_rules()),
+        layout_map=make_layout_map(make_mesh((2, 4), ("data", "model")), models.transformer_rules()),
         batch_dim_name="data",
     )
     report = explain_layout(model, dist)

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from keras import distribution
 
-from course_utils import compare_runs, make_mesh, models, run_training
+from course_utils import compare_runs, make_layout_map, make_mesh, models, run_training
+
 
 ROWS, BATCH = 128, 32
 
@@ -28,7 +29,7 @@ def single(data):
 
 
 def model_parallel():
-    layout_map = models.layout_map(make_mesh((2, 4), ("data", "model")), models.mlp_rules())
+    layout_map = make_layout_map(make_mesh((2, 4), ("data", "model")), models.mlp_rules())
     return distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
 
 

@@ -4,7 +4,8 @@ import pytest
 from keras.distribution import TensorLayout
 
 from course_utils import make_mesh, memory_report, mesh_shapes, planned_placement
-from course_utils.models import layout_map, mlp, mlp_rules
+from course_utils.layout import make_layout_map
+from course_utils.models import mlp, mlp_rules
 from course_utils.widgets import layout_explorer, mesh_explorer, model_explorer
 
 PNG = b"\x89PNG"
@@ -113,7 +114,7 @@ def test_model_explorer_replicated_preset_is_data_parallel():
 
 
 def test_model_explorer_rebinds_a_layout_map_to_each_mesh():
-    rules = layout_map(make_mesh((4, 2), ("data", "model")), mlp_rules())
+    rules = make_layout_map(make_mesh((4, 2), ("data", "model")), mlp_rules())
     explorer = model_explorer(mlp(), rules)
     explorer.mesh_shape.value = (8, 1)
     assert explorer.distribution.device_mesh.shape == (8, 1)

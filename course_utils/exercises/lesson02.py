@@ -19,7 +19,7 @@ def _model_parallel():
 @exercise("02.1", "Predict the shard shape of a (16, 10) batch under ModelParallel on a 2 x 4 mesh, batch_dim_name='data'.")
 def batch_shard_shape(answer):
     """Compares the answer with the shard shape of Keras's own data layout for that batch."""
-    from course_utils.placement import planned_placement
+    from course_utils.placements import planned_placement
 
     layout = _model_parallel().get_data_layout((16, 10))
     expected = planned_placement((16, 10), layout).shard_shape
@@ -43,7 +43,7 @@ def kernel_columns(answer):
     """Builds the learner's layout and compares its blocks with the column split's."""
     from keras import distribution
 
-    from course_utils.placement import planned_placement
+    from course_utils.placements import planned_placement
 
     if isinstance(answer, str) or not isinstance(answer, (tuple, list)):
         return "Give a tuple with one entry per kernel dimension, each an axis name or None."

@@ -19,7 +19,7 @@ def _mesh(shape):
 def _planned(path, mesh):
     from keras.distribution import TensorLayout
 
-    from course_utils.placement import planned_placement
+    from course_utils.placements import planned_placement
 
     return planned_placement(SHAPE_OF[path], TensorLayout(LAYOUT[path], mesh), name=path)
 
@@ -35,7 +35,7 @@ def rows_and_columns(answer):
     """Intersects the real planned placements of the batch and of d1/kernel."""
     from keras.distribution import TensorLayout
 
-    from course_utils.placement import planned_placement
+    from course_utils.placements import planned_placement
 
     mesh = _mesh((2, 4))
     batch = planned_placement((16, 64), TensorLayout(("data", None), mesh))

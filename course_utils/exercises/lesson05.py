@@ -28,15 +28,11 @@ def _digits_mlp():
 def _model_parallel(shape):
     from keras import distribution
 
-    from course_utils.devices import current_setup
+    from course_utils.layout import make_layout_map
     from course_utils.mesh import make_mesh
 
-    setup = current_setup()
-    mesh = make_mesh(shape, ("data", "model"), devices=list(setup.devices) if setup else None)
-    layout_map = distribution.LayoutMap(mesh)
-    for key, axes in LESSON_LAYOUT.items():
-        layout_map[key] = axes
-    return distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+    mesh = make_mesh(shape, ("data", "model"))
+    return distribution.ModelParallel(layout_map=make_layout_map(mesh, LESSON_LAYOUT), batch_dim_name="data")
 
 
 def _memory(shape):

@@ -13,7 +13,7 @@ def restored_shard_shape(answer) -> str | None:
     from keras import distribution
 
     from course_utils.mesh import make_mesh
-    from course_utils.placement import planned_placement
+    from course_utils.placements import planned_placement
 
     layout = distribution.TensorLayout(_RULES[".*d1/kernel"], make_mesh((4, 2), ("data", "model")))
     expected = planned_placement((64, 128), layout).shard_shape
@@ -30,7 +30,7 @@ def restored_shard_shape(answer) -> str | None:
 @exercise("07.2", "Restore the checkpoint with every weight whole on each of the 8 devices.")
 def restored_replicated(answer) -> str | None:
     """Checks the real placement of every weight of the restored model."""
-    from course_utils.placement import placement
+    from course_utils.placements import placement
 
     if not hasattr(answer, "weights"):
         return f"Put the restored model in answer (from load_checkpoint); received a {type(answer).__name__}."
@@ -50,7 +50,7 @@ def checkpoint_bytes(answer) -> str | None:
     from keras import distribution
 
     from course_utils.mesh import make_mesh
-    from course_utils.placement import planned_placement
+    from course_utils.placements import planned_placement
 
     layout = distribution.TensorLayout(_RULES[".*d1/kernel"], make_mesh((2, 4), ("data", "model")))
     planned = planned_placement((64, 128), layout)

@@ -14,12 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from course_utils.devices import device_name
+
 Range = tuple[int, int]  # [start, stop) along one dimension
-
-
-def device_name(device) -> str:
-    """The Keras device string (`"cpu:3"`) of a JAX device."""
-    return f"{device.platform}:{device.id}"
 
 
 @dataclass(frozen=True)

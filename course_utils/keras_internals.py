@@ -1,0 +1,66 @@
+"""Every private Keras attribute the course relies on, in one place.
+
+Keras has no public way to ask for these: the state a training step takes,
+the shardings of that state, every sub-layer of a model, or the LayoutMap a
+`ModelParallel` holds. Each is reached here and nowhere else, so a Keras
+upgrade that renames one breaks one module, and `missing()` (run by the test
+suite and by `python -m course_utils doctor`) names the attribute at once.
+
+Checked against Keras `CHECKED_WITH`.
+"""
+
+from __future__ import annotations
+
+CHECKED_WITH = "3.15.1"
+
+# (what owns it, attribute): the private names used below.
+ATTRIBUTES = (
+    ("keras.Model", "_get_jax_state"),
+    ("keras.Model", "_get_state_sharding_spec"),
+    ("keras.layers.Layer", "_flatten_layers"),
+    ("keras.layers.Layer", "_layers"),
+    ("keras.distribution.ModelParallel", "_layout_map"),
+)
+
+
+def training_state(model) -> tuple:
+    """The state `model.train_step` takes under JAX: trainable, non-trainable, optimizer, metrics."""
+    return model._get_jax_state(True, True, True, True)
+
+
+def state_shardings(model):
+    """The shardings of `training_state(model)`, as Keras's JAX trainer passes them to `jax.jit`."""
+    return model._get_state_sharding_spec()
+
+
+def all_layers(model, *, include_self: bool = True) -> list:
+    """Every layer inside `model`, nested ones included, in Keras's own order."""
+    return list(model._flatten_layers(include_self=include_self))
+
+
+def is_leaf(layer) -> bool:
+    """True when `layer` holds no sub-layers of its own (a Dense, not a block of them)."""
+    return not layer._layers
+
+
+def layout_map_of(distribution):
+    """The `LayoutMap` a `ModelParallel` was built with; None for `DataParallel` (or None)."""
+    return getattr(distribution, "_layout_map", None)
+
+
+def missing() -> list[str]:
+    """The private attributes this Keras no longer has, as "owner.attribute" (empty: all present).
+
+    Attributes set in `__init__` are looked for on a small real instance.
+    """
+    import keras
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    mesh = keras.distribution.DeviceMesh((1,), ("model",), keras.distribution.list_devices()[:1])
+    owners = {
+        "keras.Model": model,
+        "keras.layers.Layer": model.layers[0],
+        "keras.distribution.ModelParallel": keras.distribution.ModelParallel(
+            layout_map=keras.distribution.LayoutMap(mesh), batch_dim_name="model"),
+    }
+    return [f"{owner}.{name}" for owner, name in ATTRIBUTES if not hasattr(owners[owner], name)]
