@@ -3,18 +3,42 @@
 Keras's own `model.save` gathers every sharded variable into whole arrays in
 a `.keras` file; `keras.models.load_model` under a distribution creates each
 variable with the new layout and lays the saved values out across the new
-mesh. Nothing here re-implements that: these helpers name the steps.
+mesh. Nothing here re-implements that: these helpers name the steps, and add
+two guarantees Keras does not give.
+
+- A save is atomic. Keras opens the target file for writing before it
+  serialises anything, so a failed or interrupted `model.save` leaves an
+  empty or half-written file where a good checkpoint was. `save_checkpoint`
+  writes beside the target, flushes the bytes to disk, then renames over it
+  (`os.replace`, atomic on one file system): the target is always either the
+  old checkpoint or the new one, whole.
+- A load that fails says which file, and what is wrong with it.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import uuid
+import zipfile
 from pathlib import Path
 
 from course_utils.devices import scope_for
 
+_PARTIAL = ".partial.keras"  # the name of an unfinished save ends so (Keras insists on ".keras")
+_MEMBERS = ("config.json", "model.weights.h5")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file cannot be read, or cannot be laid out on the chosen mesh."""
+
 
 def save_checkpoint(model, path) -> Path:
-    """Saves a (possibly sharded) model with `model.save`.
+    """Saves a (possibly sharded) model with `model.save`, atomically.
+
+    The model is written to a hidden file beside `path`, flushed to disk and
+    then renamed over `path`. If the save fails or the process is killed
+    midway, a checkpoint already at `path` is left exactly as it was.
 
     Args:
         model: The Keras model.
@@ -22,13 +46,27 @@ def save_checkpoint(model, path) -> Path:
 
     Returns:
         The path written.
+
+    Example:
+        >>> save_checkpoint(model, "checkpoints/mlp.keras")
+        PosixPath('checkpoints/mlp.keras')
     """
     path = Path(path)
     if path.suffix != ".keras":
         raise ValueError(f"Keras saves whole models to files ending in .keras. Received: path='{path}'. "
                          f"Use for example '{path.with_suffix('.keras').name}'.")
+    if path.is_dir():
+        raise ValueError(f"'{path}' is a folder; save_checkpoint needs a file path such as '{path / 'model.keras'}'.")
     path.parent.mkdir(parents=True, exist_ok=True)
-    model.save(path)
+    _remove_abandoned_partials(path)
+    partial = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}{_PARTIAL}")
+    try:
+        model.save(partial)
+        _flush_to_disk(partial)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)  # gone after os.replace; left only when the save failed
+    _flush_to_disk(path.parent)  # the rename itself survives a crash once its folder is flushed
     return path
 
 
@@ -42,11 +80,126 @@ def load_checkpoint(path, distribution=None):
 
     Returns:
         The restored Keras model, its variables laid out by `distribution`.
+
+    Raises:
+        FileNotFoundError: Nothing is at `path`.
+        CheckpointError: The file is not a `.keras` archive, is truncated or
+            corrupt, or a weight cannot be split evenly on the mesh (the
+            message names the variable, the dimension and the mesh axis).
+
+    Example:
+        >>> restored = load_checkpoint("checkpoints/mlp.keras", DataParallel())
     """
     import keras
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"No checkpoint at '{path}'. Save one first with save_checkpoint(model, '{path}').")
-    with scope_for(distribution):
-        return keras.models.load_model(path)
+        what = "a folder" if path.is_dir() else "nothing"
+        raise FileNotFoundError(f"No checkpoint at '{path}': {what} is there. "
+                                f"Save one first with save_checkpoint(model, '{path}').")
+    _check_archive(path)
+    try:
+        with scope_for(distribution):
+            return keras.models.load_model(path)
+    except Exception as error:
+        problems = _indivisible_weights(path, distribution) if distribution is not None else []
+        if problems:
+            raise CheckpointError(
+                f"The checkpoint '{path}' cannot be laid out under {type(distribution).__name__} on the mesh "
+                f"{dict(zip(distribution.device_mesh.axis_names, distribution.device_mesh.shape))}: "
+                + " ".join(problems)
+                + " Change the layout rule for these variables (or the mesh shape) so that every split "
+                  "dimension is a multiple of its mesh axes' size."
+            ) from error
+        raise
+
+
+def _check_archive(path: Path) -> None:
+    """Raises CheckpointError naming the file when it is not a whole `.keras` zip archive."""
+    size = path.stat().st_size
+    if size == 0:
+        raise CheckpointError(f"The checkpoint '{path}' is empty (0 bytes): a save into it was interrupted "
+                              f"or failed. Save the model again with save_checkpoint.")
+    with path.open("rb") as file:
+        head = file.read(4)
+    if not zipfile.is_zipfile(path):
+        if head == b"PK\x03\x04":
+            raise CheckpointError(
+                f"The checkpoint '{path}' is truncated: it starts as a .keras archive but its end is missing "
+                f"({size} bytes on disk), as when a save is cut off. Save the model again with save_checkpoint.")
+        raise CheckpointError(
+            f"'{path}' is not a .keras archive (a zip file holding {' and '.join(_MEMBERS)}); it starts with "
+            f"{head!r}. Load files written by save_checkpoint(model, path) or model.save(path).")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            missing = [m for m in _MEMBERS if m not in archive.namelist()]
+            bad = None if missing else archive.testzip()  # reads every member, checking its CRC
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        raise CheckpointError(f"The checkpoint '{path}' is corrupt ({error}). Save the model again.") from error
+    if missing:
+        raise CheckpointError(f"'{path}' is a zip file but not a Keras checkpoint: it lacks {missing}. "
+                              f"Load files written by save_checkpoint(model, path) or model.save(path).")
+    if bad is not None:
+        raise CheckpointError(f"The checkpoint '{path}' is corrupt: its member '{bad}' fails its checksum "
+                              f"(the bytes changed after saving). Save the model again.")
+
+
+def _indivisible_weights(path: Path, distribution) -> list[str]:
+    """Which saved variables the distribution's layouts cannot split, asked of JAX one by one.
+
+    The model is rebuilt from the checkpoint's config on one device; for each
+    variable Keras gives the layout (`distribution.get_variable_layout`) and
+    JAX's `shard_shape` decides whether it divides.
+    """
+    import keras
+    from jax.sharding import Sharding
+
+    from course_utils.placements import layout_errors
+
+    with zipfile.ZipFile(path) as archive:
+        config = json.loads(archive.read("config.json"))
+    try:
+        with scope_for(None):
+            model = keras.saving.deserialize_keras_object(config)
+    except Exception:  # the config itself does not rebuild: let Keras's own error stand
+        return []
+    mesh = distribution.device_mesh
+    sizes = dict(zip(mesh.axis_names, mesh.shape))
+    problems = []
+    for variable in model.weights:
+        layout = distribution.get_variable_layout(variable)
+        sharding = layout if isinstance(layout, Sharding) else layout.backend_layout
+        try:
+            sharding.shard_shape(tuple(variable.shape))
+        except ValueError:
+            axes = tuple(getattr(layout, "axes", ()))
+            why = " ".join(layout_errors(tuple(variable.shape), axes, sizes)) or "JAX cannot split it evenly."
+            problems.append(f"variable '{variable.path}' of shape {tuple(variable.shape)} with layout {axes}: {why}")
+    return problems
+
+
+def _flush_to_disk(path: Path) -> None:
+    """fsync a file or a folder, so its bytes (or its entries) are on disk, not only in the page cache."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_abandoned_partials(path: Path) -> None:
+    """Deletes unfinished saves to `path` left by processes that no longer run (e.g. killed mid-save)."""
+    for partial in path.parent.glob(f".{path.name}.*{_PARTIAL}"):
+        pid = partial.name[len(path.name) + 2:].split("-", 1)[0]
+        if pid.isdigit() and not _running(int(pid)):
+            partial.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,9 +1,18 @@
 """A checkpoint saved under one layout restores under another with identical weights."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+
+import keras
 import numpy as np
 import pytest
 from keras import distribution
 
+from course_utils.checkpoints import CheckpointError
 from course_utils import compare_weights, load_checkpoint, make_layout_map, make_mesh, models, placement, run_training, save_checkpoint
 
 
@@ -59,5 +68,99 @@ def test_a_changed_weight_is_caught(trained, tmp_path):
 def test_bad_paths(trained, tmp_path):
     with pytest.raises(ValueError, match=r"ending in .keras. Received: path='.*mlp.h5'"):
         save_checkpoint(trained, tmp_path / "mlp.h5")
-    with pytest.raises(FileNotFoundError, match="No checkpoint at"):
+    with pytest.raises(FileNotFoundError, match=r"No checkpoint at '.*missing.keras': nothing is there"):
         load_checkpoint(tmp_path / "missing.keras")
+    (tmp_path / "folder.keras").mkdir()
+    with pytest.raises(ValueError, match=r"'.*folder.keras' is a folder"):
+        save_checkpoint(trained, tmp_path / "folder.keras")
+
+
+def weights_of(model):
+    return [np.asarray(v.value) for v in model.weights]
+
+
+class Unsaveable(keras.layers.Layer):
+    """A layer whose config cannot be written: Keras fails partway through model.save."""
+
+    def get_config(self):
+        raise TypeError("this layer's config cannot be serialised")
+
+
+def test_a_failed_save_leaves_the_old_checkpoint_whole(trained, tmp_path):
+    path = save_checkpoint(trained, tmp_path / "mlp.keras")
+    before = path.read_bytes()
+    broken = keras.Sequential([keras.Input((16,)), Unsaveable(), keras.layers.Dense(4)], name="broken")
+    with pytest.raises(TypeError, match="cannot be serialised"):
+        save_checkpoint(broken, path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp.keras"]  # no half-written file beside it
+    assert compare_weights(trained, load_checkpoint(path)).equivalent
+
+
+KILLED_SAVE = """
+import sys
+from course_utils import setup_devices, save_checkpoint
+setup_devices(1)
+import keras
+model = keras.Sequential([keras.Input((4096,)), keras.layers.Dense(4096), keras.layers.Dense(4096)], name="big")
+print("saving", flush=True)
+save_checkpoint(model, sys.argv[1])
+print("saved", flush=True)
+"""
+
+
+def test_a_save_killed_midway_leaves_the_old_checkpoint_loadable(trained, tmp_path):
+    path = save_checkpoint(trained, tmp_path / "mlp.keras")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "COURSE_PLATFORM": "cpu"}
+    saver = subprocess.Popen([sys.executable, "-c", KILLED_SAVE, str(path)], env=env,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert saver.stdout.readline() == "saving\n"
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(".mlp.keras.*")) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        partials = list(tmp_path.glob(".mlp.keras.*"))
+        saver.send_signal(signal.SIGKILL)  # midway: the new file is being written
+    finally:
+        saver.kill()
+        output = saver.communicate()[0]
+    assert partials and "saved" not in output and saver.returncode == -signal.SIGKILL
+    restored = load_checkpoint(path)
+    assert [w.shape for w in weights_of(restored)] == [(16, 32), (32,), (32, 4), (4,)]
+    assert all(np.array_equal(a, b) for a, b in zip(weights_of(trained), weights_of(restored)))
+    save_checkpoint(restored, path)  # the next save clears what the killed one left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp.keras"]
+
+
+@pytest.mark.parametrize("cut, message", [
+    (lambda data: b"", r"'.*bad.keras' is empty \(0 bytes\)"),
+    (lambda data: data[: len(data) // 2], r"'.*bad.keras' is truncated: .*its end is missing \(\d+ bytes on disk\)"),
+    (lambda data: b"HDF5 weights, not a zip", r"'.*bad.keras' is not a .keras archive .*starts with b'HDF5'"),
+    (lambda data: data[:100] + bytes([data[100] ^ 0xFF]) + data[101:], r"'.*bad.keras' is corrupt: .*fails its checksum"),
+])
+def test_a_damaged_file_is_named_and_explained(trained, tmp_path, cut, message):
+    data = save_checkpoint(trained, tmp_path / "good.keras").read_bytes()
+    (tmp_path / "bad.keras").write_bytes(cut(data))
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(tmp_path / "bad.keras")
+
+
+def test_a_zip_that_is_not_a_checkpoint(tmp_path):
+    with zipfile.ZipFile(tmp_path / "notes.keras", "w") as archive:
+        archive.writestr("notes.txt", "hello")
+    with pytest.raises(CheckpointError, match=r"not a Keras checkpoint: it lacks \['config.json', 'model.weights.h5'\]"):
+        load_checkpoint(tmp_path / "notes.keras")
+
+
+def test_a_weight_the_mesh_cannot_divide_is_named(trained, tmp_path):
+    path = save_checkpoint(trained, tmp_path / "mlp.keras")
+    layout_map = make_layout_map(make_mesh((1, 8), ("data", "model")), {".*d2/kernel": (None, "model")})
+    target = distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+    with pytest.raises(CheckpointError) as caught:
+        load_checkpoint(path, target)
+    message = str(caught.value)
+    assert "mlp.keras' cannot be laid out under ModelParallel on the mesh {'data': 1, 'model': 8}" in message
+    # Keras builds the restored variables without the model's name in their paths: 'd2/kernel'.
+    assert "variable 'd2/kernel' of shape (32, 4) with layout (None, 'model')" in message
+    assert "Dimension 1 has size 4" in message and "8 equal parts along model" in message
+    assert "d1" not in message  # only the variable that does not divide
