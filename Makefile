@@ -13,7 +13,7 @@ $(BIN)/.installed: requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "The course needs Python 3.11 or newer; this is " + sys.version.split()[0] + ". Run: make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt -e .
+	$(BIN)/python -m pip install --quiet -r requirements.txt -e ".[course]"
 	touch $@
 
 $(BIN)/.test-installed: $(BIN)/.installed requirements-test.txt
@@ -38,16 +38,16 @@ test: $(BIN)/.test-installed $(BIN)/.slides-installed
 	$(BIN)/python -m pytest
 
 bench: $(BIN)/.installed
-	$(BIN)/python -m course_utils.bench notebooks
+	$(BIN)/python -m course_utils.course.bench notebooks
 
 doctor: $(BIN)/.installed
 	$(BIN)/python -m course_utils doctor
 
 slides: $(BIN)/.slides-installed
-	$(BIN)/python -m course_utils.render --slides --out _build/slides
+	$(BIN)/python -m course_utils.course.render --slides --out _build/slides
 
 course: $(BIN)/.installed
-	$(BIN)/python -m course_utils.render --pages --out _build/course
+	$(BIN)/python -m course_utils.course.render --pages --out _build/course
 
 clean:
 	rm -rf $(VENV) test-artifacts _build

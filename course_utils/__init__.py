@@ -3,90 +3,61 @@
 Everything here runs the real `keras.distribution` code and returns real
 Keras and JAX objects; the package adds checks, tables and drawings. Call
 `setup_devices` first, before anything starts JAX.
+
+The lessons import one flat API, `from course_utils import ...`. Each name is
+loaded from its module on first use, so a worker script that needs only
+`setup_process` never loads matplotlib, ipywidgets or the lessons' checkers.
+
+The package has four parts:
+- the teaching library, this folder's modules: real Keras/JAX objects in,
+  plain data (placements, layout tables, cost reports) out;
+- `viz` and `widgets`: figures and explorers that draw that data;
+- `multiprocess`: several processes, one mesh (`python -m course_utils.launch`);
+- `course`: the machinery that checks, runs and publishes the lessons.
 """
 
+import importlib
 import os
 
 # The course runs Keras on JAX; importing this package must not let a later
 # `import keras` fall back to another backend.
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
-from course_utils.checkpoints import load_checkpoint, save_checkpoint
-from course_utils.costs import CommunicationReport, MemoryReport, communication_report, memory_report
-from course_utils.devices import DeviceSetup, DeviceSetupError, current_setup, setup_devices
-from course_utils.exercises import check
-from course_utils.layout import LayoutMapError, LayoutReport, Problem, check_layout_map, explain_layout, make_layout_map
-from course_utils.lesson import expect_error
-from course_utils.mesh import describe_mesh, make_mesh, mesh_shapes
-from course_utils.multiprocess import (
-    ProcessOwnership,
-    ProcessSetup,
-    draw_process_mesh,
-    local_rows,
-    planned_batch_slices,
-    process_batch_slice,
-    process_ownership,
-    setup_process,
-)
-from course_utils.placements import Block, Placement, placement, planned_placement, shard_of
-from course_utils.train import Comparison, TrainingRun, compare_runs, compare_weights, run_training
-from course_utils.viz import device_color, draw_batch_split, draw_mesh, draw_model, draw_placement
+_EXPORTS = {
+    "course_utils.checkpoints": ("load_checkpoint", "save_checkpoint"),
+    "course_utils.costs": ("CommunicationReport", "MemoryReport", "communication_report", "memory_report"),
+    "course_utils.devices": ("DeviceSetup", "DeviceSetupError", "current_setup", "setup_devices"),
+    "course_utils.layout": ("LayoutMapError", "LayoutReport", "Problem", "check_layout_map", "explain_layout",
+                            "make_layout_map"),
+    "course_utils.mesh": ("describe_mesh", "make_mesh", "mesh_shapes"),
+    "course_utils.placements": ("Block", "Placement", "placement", "planned_placement", "shard_of"),
+    "course_utils.train": ("Comparison", "TrainingRun", "compare_runs", "compare_weights", "run_training"),
+    "course_utils.multiprocess": ("ProcessOwnership", "ProcessSetup", "local_rows", "planned_batch_slices",
+                                  "process_batch_slice", "process_ownership", "setup_process"),
+    "course_utils.viz": ("device_color", "draw_batch_split", "draw_memory", "draw_mesh", "draw_model",
+                         "draw_placement", "draw_process_mesh"),
+    "course_utils.widgets": ("layout_explorer", "mesh_explorer", "model_explorer"),
+    "course_utils.course.exercises": ("check",),
+    "course_utils.course.mistakes": ("expect_error",),
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
+_SUBMODULES = ("checkpoints", "costs", "course", "devices", "hlo", "keras_internals", "layout", "mesh",
+               "models", "multiprocess", "placements", "train", "viz", "widgets")
 
-_WIDGETS = ("layout_explorer", "mesh_explorer", "model_explorer")
+__all__ = sorted(_HOME)
 
 
 def __getattr__(name: str):
-    """The explorers load ipywidgets only when first used: `from course_utils import mesh_explorer`."""
-    if name in _WIDGETS:
-        from course_utils import widgets
+    """Loads a public name (or a submodule such as `course_utils.models`) on first use."""
+    if name in _HOME:
+        value = getattr(importlib.import_module(_HOME[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module 'course_utils' has no attribute {name!r}. Public names: {', '.join(__all__)}.")
+    globals()[name] = value  # later lookups skip this function
+    return value
 
-        return getattr(widgets, name)
-    raise AttributeError(f"module 'course_utils' has no attribute {name!r}")
 
-
-__all__ = [
-    "Block",
-    "check",
-    "check_layout_map",
-    "communication_report",
-    "CommunicationReport",
-    "compare_runs",
-    "compare_weights",
-    "Comparison",
-    "current_setup",
-    "describe_mesh",
-    "device_color",
-    "DeviceSetup",
-    "DeviceSetupError",
-    "draw_batch_split",
-    "draw_mesh",
-    "draw_model",
-    "draw_placement",
-    "draw_process_mesh",
-    "expect_error",
-    "explain_layout",
-    "LayoutMapError",
-    "LayoutReport",
-    "make_layout_map",
-    "load_checkpoint",
-    "local_rows",
-    "make_mesh",
-    "memory_report",
-    "MemoryReport",
-    "mesh_shapes",
-    "Placement",
-    "placement",
-    "planned_batch_slices",
-    "planned_placement",
-    "Problem",
-    "process_batch_slice",
-    "process_ownership",
-    "ProcessOwnership",
-    "ProcessSetup",
-    "run_training",
-    "save_checkpoint",
-    "setup_devices",
-    "setup_process",
-    "shard_of",
-    "TrainingRun",
-]
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))

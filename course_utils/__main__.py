@@ -10,10 +10,10 @@ def main(argv: list[str]) -> int:
         print(f"Usage:\n{lines}", file=sys.stderr)
         return 2
     if argv[0] == "doctor":
-        from course_utils import doctor
+        from course_utils.course import doctor
 
         return doctor.run()
-    from course_utils import bench
+    from course_utils.course import bench
 
     return bench.main(argv[1:])
 

@@ -1,0 +1,167 @@
+"""Is this machine ready for the course? `python -m course_utils doctor`.
+
+Checks, in a few seconds: the versions of Python and the course's packages,
+which devices the course will use (real or simulated) and why, a tiny real
+computation on a 2 x 4 mesh, and free memory. Every problem comes with a fix;
+the command exits non-zero when there is one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+MIN_PYTHON = (3, 11)
+MIN_FREE_MB = 1500
+PACKAGES = ("keras", "jax", "jaxlib", "jupyterlab", "ipywidgets", "matplotlib", "numpy")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the report: what was checked, what was seen, and the fix if it is a problem."""
+
+    check: str
+    seen: str
+    fix: str | None = None
+
+    def __str__(self) -> str:
+        mark = "ok " if self.fix is None else "NO "
+        line = f"[{mark}] {self.check}: {self.seen}"
+        return line if self.fix is None else f"{line}\n       fix: {self.fix}"
+
+
+def check_python() -> Finding:
+    version = ".".join(map(str, sys.version_info[:3]))
+    if sys.version_info[:2] >= MIN_PYTHON:
+        return Finding("Python", version)
+    return Finding("Python", version, "install Python 3.11 or newer and run `make lab PYTHON=python3.11`")
+
+
+def check_packages(pins: dict[str, str]) -> list[Finding]:
+    findings = []
+    for name in PACKAGES:
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            findings.append(Finding(name, "not installed", "run `make lab` (or pip install -r requirements.txt)"))
+            continue
+        wanted = pins.get(name)
+        if wanted and version != wanted and not (name == "jaxlib" and version.startswith(wanted)):
+            findings.append(Finding(name, f"{version}, but requirements.txt pins {wanted}",
+                                    "run `pip install -r requirements.txt` in the course's environment"))
+        else:
+            findings.append(Finding(name, version))
+    return findings
+
+
+def check_backend() -> Finding:
+    backend = os.environ.get("KERAS_BACKEND", "jax")
+    if backend == "jax":
+        return Finding("Keras backend", "jax")
+    return Finding("Keras backend", f"KERAS_BACKEND={backend!r}", "unset KERAS_BACKEND or set it to 'jax'")
+
+
+def check_devices(n: int = 8) -> tuple[Finding, object]:
+    from course_utils.devices import DeviceSetupError, setup_devices
+
+    try:
+        setup = setup_devices(n)
+    except (DeviceSetupError, ValueError) as error:
+        return Finding("devices", str(error), "see the message above; COURSE_PLATFORM=cpu always works"), None
+    import jax
+
+    accelerators = [d for d in jax.devices() if d.platform != "cpu"]
+    why = (f"{len(accelerators)} accelerator(s) found, fewer than {n}" if setup.simulated
+           else f"{len(accelerators)} accelerators found")
+    forced = os.environ.get("COURSE_PLATFORM")
+    if forced:
+        why += f"; COURSE_PLATFORM={forced}"
+    return Finding("devices", f"{setup!r} ({why})"), setup
+
+
+def check_mesh_computation() -> Finding:
+    import jax
+    import numpy as np
+    from keras import distribution
+
+    from course_utils.mesh import make_mesh
+
+    mesh = make_mesh((2, 4), ("data", "model"))
+    x = np.arange(8 * 16, dtype="float32").reshape(8, 16) / 100
+    w = np.linspace(-1, 1, 16 * 32, dtype="float32").reshape(16, 32)
+    start = time.perf_counter()
+    xs = jax.device_put(x, distribution.TensorLayout(("data", None), mesh).backend_layout)
+    ws = jax.device_put(w, distribution.TensorLayout((None, "model"), mesh).backend_layout)
+    y = jax.jit(lambda a, b: a @ b)(xs, ws).block_until_ready()
+    ms = (time.perf_counter() - start) * 1e3
+    if np.allclose(np.asarray(y), x @ w, rtol=1e-5, atol=1e-5) and len(y.sharding.device_set) == 8:
+        return Finding("2 x 4 mesh", f"a sharded matmul on 8 devices equals NumPy ({ms:.0f} ms with compilation)")
+    return Finding("2 x 4 mesh", "a sharded matmul gave a wrong result",
+                   "reinstall jax and jaxlib at the pinned versions; report the versions above if it persists")
+
+
+def check_keras_internals() -> Finding:
+    from course_utils import keras_internals
+
+    gone = keras_internals.missing()
+    if not gone:
+        return Finding("Keras internals", f"all {len(keras_internals.ATTRIBUTES)} present")
+    return Finding("Keras internals", f"this Keras lacks {', '.join(gone)}",
+                   f"install keras=={keras_internals.CHECKED_WITH}, the version the course was checked with")
+
+
+def check_memory() -> Finding:
+    free_mb = _available_mb()
+    if free_mb is None:
+        return Finding("free memory", "unknown on this system")
+    if free_mb >= MIN_FREE_MB:
+        return Finding("free memory", f"{free_mb:,} MB available")
+    return Finding("free memory", f"{free_mb:,} MB available; a lesson's kernel needs up to about 1,200 MB",
+                   "close other notebooks or programs (each open lesson keeps a kernel running)")
+
+
+def _available_mb() -> int | None:
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def requirement_pins(path: Path) -> dict[str, str]:
+    """Exact pins (`name==version`) read from a requirements file, if it exists."""
+    if not path.exists():
+        return {}
+    pins = {}
+    for line in path.read_text().splitlines():
+        name, _, version = line.split("#", 1)[0].strip().partition("==")
+        if version:
+            pins[name.lower().replace("_", "-")] = version
+    return pins
+
+
+def run(out=sys.stdout) -> int:
+    """Runs every check, prints the report, returns the exit status (0: ready)."""
+    pins = requirement_pins(Path(__file__).resolve().parents[2] / "requirements.txt")
+    findings = [check_python(), *check_packages(pins), check_backend()]
+    if findings[-1].fix is None:  # devices are only worth checking with Keras on JAX
+        device_finding, setup = check_devices()
+        findings.append(device_finding)
+        if setup is not None:
+            findings.append(check_mesh_computation())
+            findings.append(check_keras_internals())
+    findings.append(check_memory())
+    for finding in findings:
+        print(finding, file=out)
+    problems = [f for f in findings if f.fix is not None]
+    print(f"\n{'Ready for the course.' if not problems else f'{len(problems)} problem(s) to fix (see fix: lines).'}",
+          file=out)
+    return 1 if problems else 0

@@ -1,0 +1,113 @@
+"""Checkers for lesson 05: sharded training on real data."""
+
+from course_utils.course.exercises.core import exercise
+
+SHAPES = ((8, 1), (4, 2), (2, 4), (1, 8))
+BUDGET = 400_000  # bytes of training state each device has room for, in exercise 05.2
+# The lesson's tensor-parallel layout: d1 by columns, d2 by rows.
+LESSON_LAYOUT = {"d1/kernel": (None, "model"), "d1/bias": ("model",), "d2/kernel": ("model", None)}
+# Exercise 05.3: d2 by columns, d3 by rows.
+SHIFTED_LAYOUT = {"d1/kernel": (None, None), "d1/bias": (None,), "d2/kernel": (None, "model"),
+                  "d2/bias": ("model",), "d3/kernel": ("model", None), "d3/bias": (None,)}
+
+
+def _digits_mlp():
+    """The lesson's model: 64 -> 256 relu "d1" -> 256 relu "d2" -> 10 "d3", compiled with Adam."""
+    import keras
+
+    inputs = keras.Input(shape=(64,))
+    hidden = keras.layers.Dense(256, activation="relu", name="d1")(inputs)
+    hidden = keras.layers.Dense(256, activation="relu", name="d2")(hidden)
+    outputs = keras.layers.Dense(10, name="d3")(hidden)
+    model = keras.Model(inputs, outputs, name="digits_mlp")
+    model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _model_parallel(shape):
+    from keras import distribution
+
+    from course_utils.layout import make_layout_map
+    from course_utils.mesh import make_mesh
+
+    mesh = make_mesh(shape, ("data", "model"))
+    return distribution.ModelParallel(layout_map=make_layout_map(mesh, LESSON_LAYOUT), batch_dim_name="data")
+
+
+def _memory(shape):
+    """The real memory report of the lesson's model under ModelParallel on `shape`."""
+    from course_utils.costs import memory_report
+
+    dist = _model_parallel(shape)
+    with dist.scope():
+        model = _digits_mlp()
+    return memory_report(model, dist)
+
+
+@exercise("05.1", "Predict the Adam optimizer-state bytes per device of the digits MLP under ModelParallel (2, 4).")
+def adam_state_bytes(answer):
+    """Compares the answer with memory_report of the real model; a few bytes of scalars are forgiven."""
+    row = max(_memory((2, 4)).rows, key=lambda r: r.optimizer)
+    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+        return "Give a number of bytes, like 123_456."
+    if abs(answer - row.optimizer) <= 16:
+        return None
+    if abs(answer - row.weights) <= 16:
+        return "That is one copy of the weight shards. Adam keeps two moments per weight (m and v)."
+    if abs(answer - 2 * _memory((8, 1)).rows[0].weights) <= 16:
+        return "That is Adam's state for the whole model. Each device holds only its shards' moments."
+    return (f"Add up each weight's shard on one device (d1/kernel is (64, 64) there, d3 is whole), "
+            f"times 4 bytes, times 2 moments. You are {answer - row.optimizer:+,.0f} bytes off.")
+
+
+@exercise("05.2", "Each device has room for 400,000 bytes of training state: which ModelParallel mesh shape fits and splits the batch the most?")
+def fits_the_budget(answer):
+    """Reads memory_report of the real model for every mesh shape and picks the best that fits."""
+    try:
+        given = tuple(int(n) for n in answer)
+    except TypeError:
+        return "Give a mesh shape (data size, model size) as a tuple, like (4, 2)."
+    if given not in SHAPES:
+        return f"Pick one of the 2-D shapes {list(SHAPES)}."
+    totals = {shape: _memory(shape).max_total for shape in SHAPES}
+    fitting = [s for s in SHAPES if totals[s] <= BUDGET]
+    expected = max(fitting, key=lambda s: s[0])
+    if given == expected:
+        return None
+    if totals[given] > BUDGET:
+        return (f"{given} needs {totals[given]:,} bytes per device, more than {BUDGET:,}: "
+                f"split the model over more devices.")
+    return (f"{given} fits ({totals[given]:,} bytes), but another shape that fits has a larger "
+            f"'data' axis, so more devices share the batch.")
+
+
+@exercise("05.3", "Write a LayoutMap on the 2 x 4 mesh that splits d2 by columns and d3 by rows (Megatron-style).")
+def shifted_megatron(answer):
+    """Runs check_layout_map and explain_layout on the learner's LayoutMap and the real model."""
+    from keras import distribution
+
+    from course_utils.layout import check_layout_map, explain_layout
+
+    if not isinstance(answer, distribution.LayoutMap):
+        return f"Build a keras.distribution.LayoutMap; this is a {type(answer).__name__}."
+    mesh = answer.device_mesh
+    if tuple(mesh.shape) != (2, 4) or tuple(mesh.axis_names) != ("data", "model"):
+        return "Build the LayoutMap on the 2 x 4 mesh with axes ('data', 'model')."
+    model = _digits_mlp()
+    problems = check_layout_map(answer, model)
+    if problems:
+        return problems[0].message
+    report = explain_layout(model, distribution.ModelParallel(layout_map=answer, batch_dim_name="data"))
+    for path, expected in SHIFTED_LAYOUT.items():
+        got = tuple(report.row(path).axes)
+        if got == expected:
+            continue
+        if path == "d3/bias":
+            return "d3/bias is added after the partial sums of d3 are combined: keep it whole."
+        if path == "d2/bias":
+            return "d2/bias must follow d2's columns: split it over 'model' too."
+        if path.startswith("d1"):
+            return f"{path} gets {got}; this map leaves d1 whole (replicated)."
+        return f"{path} gets {got}; it should be {expected}."
+    return None

@@ -1,0 +1,65 @@
+"""Checkers for lesson 07: saving and resharding."""
+
+from __future__ import annotations
+
+from course_utils.course.exercises.core import exercise
+
+_RULES = {".*d1/kernel": (None, "model"), ".*d1/bias": ("model",), ".*d2/kernel": ("model", None)}
+
+
+@exercise("07.1", "The shard shape of d1/kernel (64, 128) restored under the tensor-parallel rules on a (4, 2) mesh.")
+def restored_shard_shape(answer) -> str | None:
+    """Compares the answer with the planned placement of d1/kernel on a (4, 2) mesh."""
+    from keras import distribution
+
+    from course_utils.mesh import make_mesh
+    from course_utils.placements import planned_placement
+
+    layout = distribution.TensorLayout(_RULES[".*d1/kernel"], make_mesh((4, 2), ("data", "model")))
+    expected = planned_placement((64, 128), layout).shard_shape
+    answer = tuple(answer)
+    if answer == expected:
+        return None
+    if answer == (64, 32):
+        return "That is the 2 x 4 shape. On a (4, 2) mesh the model axis has 2 devices, not 4."
+    if answer == (16, 128) or answer[0] != 64:
+        return "The rule splits the columns (the second dimension) over 'model'; the rows stay whole."
+    return "d1/kernel is (64, 128); how many devices does the 'model' axis of a (4, 2) mesh have?"
+
+
+@exercise("07.2", "Restore the checkpoint with every weight whole on each of the 8 devices.")
+def restored_replicated(answer) -> str | None:
+    """Checks the real placement of every weight of the restored model."""
+    from course_utils.placements import placement
+
+    if not hasattr(answer, "weights"):
+        return f"Put the restored model in answer (from load_checkpoint); received a {type(answer).__name__}."
+    for variable in answer.weights:
+        where = placement(variable)
+        if len(where.devices) != 8:
+            return (f"{variable.path} sits on {len(where.devices)} device(s). Load inside a distribution "
+                    f"over all 8 devices, e.g. DataParallel on an (8,) mesh.")
+        if not where.is_replicated:
+            return f"{variable.path} is split into {len(where.blocks)} blocks; data parallelism keeps weights whole."
+    return None
+
+
+@exercise("07.3", "Bytes of d1/kernel in the checkpoint file and per device on the 2 x 4 mesh.")
+def checkpoint_bytes(answer) -> str | None:
+    """Compares with the whole kernel's bytes and the planned bytes per device on 2 x 4."""
+    from keras import distribution
+
+    from course_utils.mesh import make_mesh
+    from course_utils.placements import planned_placement
+
+    layout = distribution.TensorLayout(_RULES[".*d1/kernel"], make_mesh((2, 4), ("data", "model")))
+    planned = planned_placement((64, 128), layout)
+    expected = (planned.total_bytes, planned.bytes_per_device["cpu:0"])
+    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
+        return "Answer a pair (file_bytes, bytes_per_device)."
+    file_bytes, per_device = answer
+    if (file_bytes, per_device) == expected:
+        return None
+    if file_bytes != expected[0]:
+        return "The file holds the whole float32 kernel: rows x columns x 4 bytes."
+    return "Each device holds one of the four column blocks of the kernel."

@@ -1,0 +1,148 @@
+"""The explorers in a real JupyterLab, in a real (headless) Chromium.
+
+Starts JupyterLab on 127.0.0.1 with no token, opens a copy of
+`tests/data/explorers.ipynb`, runs all cells from the Run menu, checks that the
+widgets render (dropdowns, sliders, toggle buttons, images), changes controls
+and checks the pictures change and an impossible layout shows its message.
+Screenshots go to `test-artifacts/browser/`. Needs the Playwright package and
+Debian's Chromium (`make test` installs both); it fails, never skips, without them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from course_utils.launch import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+NOTEBOOK = ROOT / "tests" / "data" / "explorers.ipynb"
+RENDER_TIMEOUT_MS = int(os.environ.get("BROWSER_RENDER_TIMEOUT_MS", 180_000))  # a fresh kernel imports Keras and JAX, then draws three explorers
+
+
+def _wait_until_up(url: str, process: subprocess.Popen, log: Path, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"JupyterLab exited with code {process.returncode}; its log:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/api/status", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.5)
+    pytest.fail(f"JupyterLab did not answer at {url} within {timeout} s; log in {log}")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM lets the server shut its kernels down; SIGKILL the whole group if it lingers."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=10)
+
+
+@pytest.fixture
+def lab():
+    """A JupyterLab server at the repository root; yields (base url, notebook path in the server)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(NOTEBOOK, ARTIFACTS / NOTEBOOK.name)  # runs edit and autosave the copy, not the source
+    port = free_port()
+    runtime = ARTIFACTS / "jupyter-runtime"
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={ROOT}",
+               f"--LabApp.workspaces_dir={runtime}", "--ServerApp.port_retries=0"]
+    if os.geteuid() == 0:
+        command.append("--allow-root")
+    log = ARTIFACTS / "jupyterlab.log"
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)}
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_until_up(url, process, log)
+        yield url, (ARTIFACTS / NOTEBOOK.name).relative_to(ROOT).as_posix()
+    finally:
+        _stop(process)
+
+
+def _image_sources(page) -> list[str]:
+    return page.eval_on_selector_all("img.widget-image", "imgs => imgs.map(i => i.src)")
+
+
+def _run_all_cells(page) -> None:
+    """Run > Run All Cells, once the kernel is idle; tries again if no cell started."""
+    page.wait_for_selector(".jp-StatusBar-Widget >> text=/Idle/", timeout=90_000)
+    for _ in range(3):
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        try:
+            page.wait_for_selector(".jp-InputPrompt >> text=/\\[(\\*|\\d+)\\]/", timeout=20_000)
+            return
+        except Exception:
+            page.keyboard.press("Escape")
+    raise AssertionError("Run > Run All Cells did not start the notebook")
+
+
+def _dismiss_news(page) -> None:
+    """JupyterLab asks once about news in a toast that covers the outputs; answer No."""
+    button = page.locator(".jp-Notification-Toast-Close, .Toastify__toast button", has_text="No")
+    if button.count():
+        button.first.click()
+
+
+def test_explorers_render_and_redraw_in_jupyterlab(lab, browser):
+    url, notebook = lab
+    started = time.monotonic()
+    page = browser.new_page(viewport={"width": 1400, "height": 3000})
+    try:
+        _check_explorers(page, f"{url}/lab/tree/{notebook}")
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "failure.png"), full_page=True)
+        print(f"\nbrowser test failed; screenshot {ARTIFACTS / 'failure.png'}, server log {ARTIFACTS / 'jupyterlab.log'}")
+        raise
+    print(f"\nbrowser test: {time.monotonic() - started:.1f} s in the browser; screenshots in {ARTIFACTS}")
+
+
+def _check_explorers(page, notebook_url: str) -> None:
+    page.goto(notebook_url)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "0-opened.png"))
+    _run_all_cells(page)
+    page.wait_for_function("document.querySelectorAll('img.widget-image').length >= 4",
+                           timeout=RENDER_TIMEOUT_MS)
+    for kind in ("widget-dropdown", "widget-hslider", "widget-toggle-buttons"):
+        assert page.locator(f".{kind}").count() >= 1, f"no {kind} rendered"
+    _dismiss_news(page)
+    explorers = page.locator(".jp-OutputArea-output:has(img.widget-image)")
+    for i, name in enumerate(("mesh", "layout", "model")):
+        explorers.nth(i).screenshot(path=str(ARTIFACTS / f"1-{name}-explorer.png"))
+
+    before = _image_sources(page)
+    page.locator(".widget-dropdown select").first.select_option(label="4 x 2")
+    page.wait_for_function(f"document.querySelector('img.widget-image').src !== {before[0]!r}", timeout=30_000)
+    assert _image_sources(page)[0] != before[0], "the mesh picture did not change"
+    explorers.nth(0).screenshot(path=str(ARTIFACTS / "2-mesh-explorer-4x2.png"))
+
+    layout_axis = page.locator(".widget-dropdown select").nth(1)  # layout explorer, dim 0 split
+    layout_axis.select_option(label="'model' (4)")  # dim 1 is split over 'model' already
+    message = explorers.nth(1).locator(".widget-html", has_text="Not possible")
+    message.wait_for(timeout=30_000)
+    assert "more than one dimension" in message.inner_text()
+    explorers.nth(1).screenshot(path=str(ARTIFACTS / "3-layout-explorer-message.png"))

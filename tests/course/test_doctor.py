@@ -1,0 +1,50 @@
+import os
+import subprocess
+import sys
+
+from course_utils.course import doctor
+
+
+def run_doctor(**env):
+    full = {**os.environ, **env}
+    return subprocess.run([sys.executable, "-m", "course_utils", "doctor"], capture_output=True, text=True,
+                          env=full, timeout=120)
+
+
+def test_this_machine_is_ready():
+    result = run_doctor(COURSE_PLATFORM="cpu")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "[ok ] keras: 3.15.1" in out and "[ok ] jax: 0.10.2" in out
+    assert "8 simulated CPU devices" in out and "COURSE_PLATFORM=cpu" in out
+    assert "a sharded matmul on 8 devices equals NumPy" in out
+    assert "MB available" in out and out.rstrip().endswith("Ready for the course.")
+
+
+def test_a_forced_missing_gpu_is_a_problem_with_a_fix():
+    result = run_doctor(COURSE_PLATFORM="gpu")
+    assert result.returncode == 1
+    assert "[NO ] devices" in result.stdout and "fix:" in result.stdout and "1 problem(s)" in result.stdout
+
+
+def test_another_keras_backend_is_a_problem_with_a_fix():
+    result = run_doctor(KERAS_BACKEND="torch")
+    assert result.returncode == 1
+    assert "KERAS_BACKEND='torch'" in result.stdout and "set it to 'jax'" in result.stdout
+
+
+def test_version_mismatch_and_missing_package():
+    findings = {f.check: f for f in doctor.check_packages({"keras": "0.0.1"})}
+    assert findings["keras"].fix is not None and "pins 0.0.1" in findings["keras"].seen
+    assert findings["jax"].fix is None
+
+
+def test_usage_without_a_command():
+    result = subprocess.run([sys.executable, "-m", "course_utils"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "python -m course_utils doctor" in result.stderr
+
+
+def test_requirement_pins_read_exact_pins(tmp_path):
+    path = tmp_path / "requirements.txt"
+    path.write_text("# comment\nkeras==3.15.1\nml_dtypes==0.6.0  # note\nloose>=1\n")
+    assert doctor.requirement_pins(path) == {"keras": "3.15.1", "ml-dtypes": "0.6.0"}

@@ -1,0 +1,57 @@
+import pytest
+
+from course_utils import check, expect_error
+from course_utils.course.exercises import EXERCISES, results
+from course_utils.course.exercises.core import exercise
+from course_utils.course.mistakes import ExpectedErrorMissing
+
+
+@exercise("99.1", "Name the axis that splits the batch.")
+def _batch_axis(answer):
+    return None if answer == "data" else f"{answer!r} is not the axis that splits the batch."
+
+
+@exercise("99.2", "A checker whose probing fails on odd input.")
+def _fragile(answer):
+    return None if answer.upper() == "MODEL" else "not that one"
+
+
+def test_three_verdicts():
+    before = len(results())
+    assert check("99.1", ...).status == "not attempted"
+    wrong = check("99.1", "model")
+    assert wrong.status == "not yet" and "'model' is not the axis" in wrong.message
+    assert check("99.1", "data").ok
+    assert [v.status for v in results()[before:]] == ["not attempted", "not yet", "correct"]
+    assert "❌" in repr(wrong) and "99.1" in wrong._repr_html_()
+
+
+def test_a_checker_that_raises_says_not_yet():
+    verdict = check("99.2", 42)
+    assert verdict.status == "not yet" and "AttributeError" in verdict.message
+
+
+def test_unknown_exercise_and_double_registration():
+    with pytest.raises(KeyError, match="No exercise '42.9'"):
+        check("42.9", 1)
+    with pytest.raises(ValueError, match="registered twice"):
+        exercise("99.1", "again")(lambda a: None)
+    assert "99.1" in EXERCISES
+
+
+def test_expect_error_shows_the_real_message(capsys):
+    with expect_error(ValueError):
+        raise ValueError("Shape does not match the number of devices.")
+    assert "ValueError (the expected error):\nShape does not match" in capsys.readouterr().out
+
+
+def test_expect_error_fails_when_nothing_fails():
+    with pytest.raises(ExpectedErrorMissing, match="meant to raise ValueError"):
+        with expect_error(ValueError):
+            pass
+
+
+def test_expect_error_lets_other_errors_through():
+    with pytest.raises(KeyError):
+        with expect_error(ValueError):
+            raise KeyError("other")

@@ -1,0 +1,87 @@
+"""The slide decks and the rendered course build from the lessons and show in a real browser.
+
+The decks must open offline: every request that leaves the build folder is refused, and the
+slides must still render with their figures.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from course_utils import render
+from course_utils.course.runner import lessons
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("build")
+    index = render.build(ROOT / "notebooks", out)
+    return out, index
+
+
+def offline_page(browser, folder: Path):
+    page = browser.new_page(viewport={"width": 1280, "height": 860})
+    refused = []
+
+    def only_local(route):
+        if route.request.url.startswith(f"file://{folder}"):
+            return route.continue_()
+        refused.append(route.request.url)
+        return route.abort()
+
+    page.route("**/*", only_local)
+    return page, refused
+
+
+def test_every_lesson_has_a_page_and_a_deck(built):
+    out, index = built
+    names = [p.stem for p in lessons(ROOT / "notebooks")]
+    for name in names:
+        assert (out / f"{name}.html").stat().st_size > 10_000
+        assert (out / f"{name}.slides.html").stat().st_size > 10_000
+    text = index.read_text()
+    assert [n for n in names if f'href="{n}.html"' in text] == names  # series order, every lesson
+    assert text.index("00_start_here") < text.index("01_mesh_grids")
+    assert (out / "reveal.js" / "dist" / "reveal.js").exists()
+
+
+def test_a_deck_renders_offline_with_a_figure(built, browser):
+    out, _ = built
+    page, refused = offline_page(browser, out)
+    page.goto(f"file://{out}/03_the_2x4_example.slides.html")
+    page.wait_for_function("window.Reveal && Reveal.isReady()")
+    assert page.evaluate("Reveal.getTotalSlides()") > 1
+    figure_slide = page.evaluate("""() => {
+        const slides = Reveal.getSlides();
+        return slides.findIndex(s => s.querySelector('img[src^="data:image/png"]'));
+    }""")
+    assert figure_slide >= 0
+    page.evaluate(f"""() => {{
+        const at = Reveal.getIndices(Reveal.getSlides()[{figure_slide}]);
+        Reveal.slide(at.h, at.v);
+        while (Reveal.nextFragment()) {{}}  // figures come in as fragments: show them all
+    }}""")
+    page.wait_for_timeout(500)
+    assert page.locator("section.present img[src^='data:image/png']").first.is_visible()
+    shots = ROOT / "test-artifacts" / "render"
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=shots / "deck_03_figure.png")
+    print(f"screenshots in {shots}")
+    assert [u for u in refused if "reveal" in u] == []  # reveal.js itself never came from the network
+    page.close()
+
+
+def test_the_rendered_course_shows_outputs_and_figures(built, browser):
+    out, index = built
+    page, _ = offline_page(browser, out)
+    page.goto(f"file://{index}")
+    assert page.locator("li a").count() >= len(lessons(ROOT / "notebooks"))
+    page.click("text=The 2 × 4 example")
+    page.wait_for_load_state()
+    assert page.url.endswith("03_the_2x4_example.html")
+    assert page.locator("img[src^='data:image/png']").count() >= 3
+    assert page.get_by_text("DeviceSetup: 8 simulated CPU devices").first.is_visible()
+    page.screenshot(path=ROOT / "test-artifacts" / "render" / "course_03.png")
+    page.close()

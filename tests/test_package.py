@@ -1,0 +1,64 @@
+"""The package's shape: a lazy flat API, and parts that import only what they need.
+
+Each check runs in a fresh interpreter, since this test process has long
+imported everything.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import course_utils
+
+LIBRARY = ("checkpoints", "costs", "devices", "hlo", "keras_internals", "layout", "mesh", "models",
+           "placements", "train")
+
+
+def loaded_after(statement: str) -> set[str]:
+    """The modules a fresh interpreter holds after running `statement`."""
+    code = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"KERAS_BACKEND": "jax", "PATH": "/usr/bin:/bin"}).stdout
+    return set(json.loads(out.splitlines()[-1]))
+
+
+def test_importing_the_package_loads_nothing_heavy():
+    loaded = loaded_after("import course_utils")
+    assert not {"keras", "jax", "matplotlib", "ipywidgets", "nbformat"} & loaded
+    assert [m for m in loaded if m.startswith("course_utils")] == ["course_utils"]
+
+
+def test_a_worker_never_loads_drawing_or_course_machinery():
+    loaded = loaded_after("from course_utils import setup_process, local_rows\n"
+                          "import course_utils.launch")
+    assert "matplotlib" not in loaded and "ipywidgets" not in loaded
+    assert not [m for m in loaded if m.startswith(("course_utils.viz", "course_utils.widgets",
+                                                   "course_utils.course"))]
+
+
+def test_the_library_imports_neither_drawing_nor_machinery():
+    loaded = loaded_after("\n".join(f"import course_utils.{name}" for name in LIBRARY))
+    assert "matplotlib" not in loaded
+    assert not [m for m in loaded if m.startswith(("course_utils.viz", "course_utils.widgets",
+                                                   "course_utils.course", "course_utils.multiprocess"))]
+
+
+@pytest.mark.parametrize("name", course_utils.__all__)
+def test_every_public_name_resolves_from_the_flat_api(name):
+    value = getattr(course_utils, name)
+    assert getattr(value, "__name__", name) == name or callable(value) or isinstance(value, type)
+    assert name in dir(course_utils)
+
+
+def test_module_and_function_names_do_not_hide_each_other():
+    import course_utils.placements as placements_module
+
+    assert placements_module.__name__ == "course_utils.placements"
+    assert course_utils.placement is placements_module.placement
+
+
+def test_an_unknown_name_lists_the_public_ones():
+    with pytest.raises(AttributeError, match="no attribute 'draw_meshes'.*draw_mesh"):
+        course_utils.draw_meshes
