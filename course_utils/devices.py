@@ -99,6 +99,7 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
     if chosen[0].platform == "cpu" and jax.default_backend() != "cpu":
         # Fewer accelerators than asked: keep un-placed arrays on the CPU too.
         jax.config.update("jax_default_device", chosen[0])
+    _check_keras_agrees(chosen)
     is_cpu = chosen[0].platform == "cpu"
     _current = DeviceSetup(
         devices=tuple(device_name(d) for d in chosen),
@@ -208,6 +209,28 @@ def _choose(jax, n: int, platform: str, started: bool) -> list:
             f"than asked for. {_RESTART_HINT}"
         )
     return cpus[:n]
+
+
+def _check_keras_agrees(chosen: list) -> None:
+    """Simulated devices: Keras's default device list (`DataParallel()`) must be the chosen one.
+
+    JAX cannot drop CPU devices once it started, and Keras's `DataParallel()`
+    with no mesh spreads over every device JAX lists. Asking for fewer would
+    leave meshes on `n` devices and Keras's defaults on all of them.
+    """
+    from keras import distribution
+
+    listed = distribution.list_devices()
+    if chosen[0].platform != "cpu" or not listed or not listed[0].startswith("cpu") or len(listed) == len(chosen):
+        return
+    n = len(chosen)
+    raise DeviceSetupError(
+        f"Asked for {n} devices, but JAX already started with {len(listed)} simulated CPU devices and cannot "
+        f"drop any: meshes would use {n} while Keras's DataParallel() and list_devices() still use all "
+        f"{len(listed)}. Received: n={n} after JAX started with {len(listed)}. Either go on with "
+        f"setup_devices({len(listed)}) (and pass devices=setup_devices({len(listed)}).devices[:{n}] where you want fewer), or "
+        f"restart the kernel and call setup_devices({n}) first."
+    )
 
 
 def _devices_of(jax, platform: str) -> list:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from course_utils._table import Table
-from course_utils.devices import course_devices
+from course_utils.devices import course_devices, device_name
 
 
 def mesh_shapes(n_devices: int, ndim: int = 2) -> list[tuple[int, ...]]:
@@ -45,10 +45,12 @@ def make_mesh(shape: Sequence[int], axis_names: Sequence[str], *, devices=None):
     """Builds a `keras.distribution.DeviceMesh`, checking the input first.
 
     Args:
-        shape: Size of each mesh axis, e.g. `(2, 4)`.
+        shape: Size of each mesh axis, e.g. `(2, 4)`; the string `"2x4"`
+            means the same.
         axis_names: One name per axis, e.g. `("data", "model")`.
-        devices: Devices to lay out, in order. Defaults to those chosen by
-            `setup_devices`.
+        devices: Distinct devices to lay out, in order (Keras device
+            strings such as `"cpu:3"`, or JAX devices). Defaults to those
+            chosen by `setup_devices`.
 
     Returns:
         A real `keras.distribution.DeviceMesh`.
@@ -60,9 +62,9 @@ def make_mesh(shape: Sequence[int], axis_names: Sequence[str], *, devices=None):
     """
     from keras import distribution
 
-    shape = _check_shape(shape)
+    shape = _check_shape(_parse_shape_string(shape))
     axis_names = _check_axis_names(axis_names, shape)
-    devices = course_devices() if devices is None else [str(d) for d in devices]
+    devices = course_devices() if devices is None else _check_devices(devices)
     if math.prod(shape) != len(devices):
         valid = ", ".join(str(s) for s in mesh_shapes(len(devices), len(shape)))
         raise ValueError(
@@ -70,7 +72,53 @@ def make_mesh(shape: Sequence[int], axis_names: Sequence[str], *, devices=None):
             f"{len(devices)} were given. Received: shape={shape} for "
             f"{len(devices)} devices. Valid {len(shape)}-D shapes: {valid}."
         )
-    return distribution.DeviceMesh(shape, axis_names, devices=devices)
+    mesh = distribution.DeviceMesh(shape, axis_names, devices=devices)
+    try:
+        mesh.backend_mesh  # Keras finds each named device now, not at the first layout
+    except (ValueError, RuntimeError) as error:
+        raise ValueError(
+            f"make_mesh got a device this process does not have ({error}). Received: devices={devices}. "
+            f"Available: {_available_devices()}. Leave devices out to use the course's devices."
+        ) from error
+    return mesh
+
+
+def _parse_shape_string(shape):
+    """`"2x4"` -> `(2, 4)`, `"8"` -> `(8,)`; anything else is returned unchanged."""
+    if not isinstance(shape, str):
+        return shape
+    parts = [p.strip() for p in shape.lower().replace("×", "x").replace("*", "x").split("x")]
+    if not all(p.isdigit() for p in parts):
+        raise ValueError(
+            f"shape must be a tuple of axis sizes such as (2, 4), or a string such as '2x4'. "
+            f"Received: shape={shape!r}. Write for example make_mesh((2, 4), ('data', 'model'))."
+        )
+    return tuple(int(p) for p in parts)
+
+
+def _check_devices(devices) -> list[str]:
+    """Keras device strings for `devices` (strings or JAX devices), each named once."""
+    if isinstance(devices, str) or not isinstance(devices, Sequence):
+        raise ValueError(
+            f"devices must be a list of device names such as ['cpu:0', 'cpu:1']. Received: devices={devices!r}."
+        )
+    names = [device_name(d) if hasattr(d, "platform") and hasattr(d, "id") else str(d) for d in devices]
+    repeated = sorted({d for d in names if names.count(d) > 1})
+    if repeated:
+        counts = ", ".join(f"{d!r} {names.count(d)} times" for d in repeated)
+        raise ValueError(
+            f"Every device may appear only once in a mesh; a mesh of copies of one device would split "
+            f"nothing. Received: devices={names} ({counts}). Use distinct devices, e.g. "
+            f"current_setup().devices[:{len(names)}], or leave devices out."
+        )
+    return names
+
+
+def _available_devices() -> list[str]:
+    import jax
+
+    return [device_name(d) for d in jax.devices()] + [
+        device_name(d) for d in jax.devices("cpu") if jax.default_backend() != "cpu"]
 
 
 def _check_shape(shape) -> tuple[int, ...]:

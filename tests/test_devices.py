@@ -31,9 +31,14 @@ def test_keras_sees_the_same_devices():
     assert distribution.list_devices() == list(setup_devices(8).devices)
 
 
-def test_fewer_devices_than_started_with_are_a_prefix():
-    assert setup_devices(4).devices == ("cpu:0", "cpu:1", "cpu:2", "cpu:3")
-    setup_devices(8)
+def test_fewer_devices_than_jax_started_with_says_what_keras_would_use():
+    # Meshes would use 4 while DataParallel() still spread over all 8: refused, the 8 stay set up.
+    with pytest.raises(DeviceSetupError, match=r"Received: n=4 after JAX started with 8.*setup_devices\(8\).*restart"):
+        setup_devices(4)
+    assert len(current_setup()) == 8
+    from keras import distribution
+
+    assert distribution.DataParallel().device_mesh.shape == (len(current_setup()),)
 
 
 def test_more_devices_than_jax_started_with_says_restart():

@@ -55,6 +55,35 @@ def test_make_mesh_bad_input(shape, names, message):
         make_mesh(shape, names)
 
 
+def test_make_mesh_accepts_a_shape_written_as_text():
+    mesh = make_mesh("2x4", ("data", "model"))
+    assert mesh.shape == (2, 4) and mesh.devices[1, 0] == "cpu:4"
+    assert make_mesh("8", ("data",)).shape == (8,)
+    with pytest.raises(ValueError, match=r"Received: shape='two by four'\. Write for example make_mesh\(\(2, 4\)"):
+        make_mesh("two by four", ("data", "model"))
+
+
+def test_make_mesh_takes_jax_devices_too():
+    import jax
+
+    mesh = make_mesh((2, 4), ("data", "model"), devices=jax.devices()[:8])
+    assert mesh.devices[0, 1] == "cpu:1"
+
+
+@pytest.mark.parametrize(
+    "devices, message",
+    [
+        (["cpu:0"] * 8, r"only once.*Received: devices=\['cpu:0', .*\('cpu:0' 8 times\)"),
+        ([f"cpu:{i}" for i in range(7)] + ["cpu:99"], r"device this process does not have.*cpu:99.*Available: \['cpu:0'"),
+        ([f"cpu:{i}" for i in range(7)] + ["tpu:0"], r"device this process does not have.*tpu:0"),
+        ("cpu:0", r"a list of device names.*Received: devices='cpu:0'"),
+    ],
+)
+def test_make_mesh_bad_devices(devices, message):
+    with pytest.raises(ValueError, match=message):
+        make_mesh((8,), ("data",), devices=devices)
+
+
 def test_describe_mesh_rows():
     table = describe_mesh(make_mesh((2, 4), ("data", "model")))
     assert len(table.rows) == 8
