@@ -44,6 +44,8 @@ class TrainingRun:
 
     def __repr__(self) -> str:
         where = "simulated CPU devices, times say nothing about real speed-ups" if self.simulated else "real devices"
+        if not len(self.losses):
+            return f"TrainingRun({self.label}: no steps ran)"
         return (f"TrainingRun({self.label}: {len(self.losses)} steps, final loss {self.losses[-1]:.6f}, "
                 f"median step {self.median_step_seconds * 1e3:.2f} ms on {where})")
 
@@ -102,6 +104,9 @@ def run_training(build_model: Callable, data, *, distribution=None, epochs: int 
     import keras
 
     x, y = _check_data(data, batch_size)
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"epochs must be a positive whole number: a run with no steps has no loss to compare. "
+                         f"Received: epochs={epochs!r}. Use for example epochs=1.")
     recorder = _step_recorder()
     with scope_for(distribution):
         keras.utils.set_random_seed(seed)
@@ -138,6 +143,9 @@ def _check_data(data, batch_size: int):
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise ValueError(f"data must be a pair (x, y) of arrays. Received: {type(data).__name__}.")
     x, y = (np.asarray(a) for a in data)
+    if x.ndim == 0 or len(x) == 0:
+        raise ValueError(f"data has no rows to train on. Received: x of shape {x.shape}, y of shape {y.shape}. "
+                         f"Pass at least one full batch of rows.")
     if len(x) != len(y):
         raise ValueError(f"x and y must have the same number of rows. Received: {len(x)} and {len(y)}.")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:

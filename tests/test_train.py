@@ -1,5 +1,7 @@
 """Sharded training computes what single-device training computes."""
 
+import dataclasses
+
 import keras
 import numpy as np
 import pytest
@@ -81,6 +83,9 @@ def test_a_different_seed_is_not_equivalent(single, data):
         (dict(data=(np.zeros((8, 16)), np.zeros((6, 4)))), r"Received: 8 and 6"),
         (dict(data=(np.zeros((100, 16)), np.zeros((100, 4))), batch_size=32), r"100 rows, batch_size=32.*first 96"),
         (dict(data=(np.zeros((64, 16)), np.zeros((64, 4))), batch_size=0), r"batch_size=0"),
+        (dict(data=(np.zeros((0, 16)), np.zeros((0, 4)))), r"no rows.*Received: x of shape \(0, 16\), y of shape \(0, 4\)"),
+        (dict(data=(np.zeros((64, 16)), np.zeros((64, 4))), epochs=0), r"Received: epochs=0\. Use for example epochs=1"),
+        (dict(data=(np.zeros((64, 16)), np.zeros((64, 4))), epochs=1.5), r"Received: epochs=1.5"),
     ],
 )
 def test_bad_input(kwargs, message):
@@ -92,3 +97,8 @@ def test_bad_input(kwargs, message):
 def test_uncompiled_model_is_refused(data):
     with pytest.raises(ValueError, match="must return a compiled model"):
         run_training(lambda: keras.Sequential([keras.Input((16,)), keras.layers.Dense(4)]), data, batch_size=BATCH)
+
+
+def test_a_run_without_steps_still_prints(single):
+    empty = dataclasses.replace(single, losses=np.zeros(0), step_seconds=np.zeros(0))
+    assert repr(empty) == "TrainingRun(single device: no steps ran)"
