@@ -20,7 +20,7 @@ import numpy as np
 import psutil
 import pytest
 
-from course_utils import process_group
+from course_utils.multiprocess import process_group
 from course_utils.launch import EXAMPLE, LaunchError, LaunchFailed, launch
 
 ROOT = Path(__file__).resolve().parents[2]
