@@ -150,7 +150,15 @@ def shard_of(x, device) -> np.ndarray:
     Returns:
         The device's block as a NumPy array.
     """
+    import jax
+
     value = getattr(x, "value", x)
+    if not isinstance(value, jax.Array):
+        raise TypeError(
+            f"shard_of needs a jax.Array or a Keras variable, whose blocks live on devices. Received: "
+            f"{type(x).__name__}. A NumPy array lives on no device: lay it out first, e.g. "
+            f"jax.device_put(x, layout.backend_layout), or index it directly."
+        )
     shards = {device_name(s.device): s for s in value.addressable_shards}
     if str(device) not in shards:
         raise ValueError(f"Device {device!r} holds no block of this array. It lives on: {sorted(shards)}.")
@@ -194,13 +202,16 @@ def layout_errors(shape: tuple[int, ...], axes: Sequence, axis_sizes: dict[str, 
 
     Args:
         shape: The tensor's shape.
-        axes: One entry per dimension: `None`, a mesh axis name, or a tuple of names.
+        axes: At most one entry per dimension: `None`, a mesh axis name, or a
+            tuple of names. A shorter layout is valid: JAX leaves the missing
+            trailing dimensions whole (as if padded with `None`).
         axis_sizes: Mesh axis name -> size.
     """
-    if len(axes) != len(shape):
+    if len(axes) > len(shape):
         return [
             f"The layout has {len(axes)} entries but the tensor has {len(shape)} "
-            f"dimensions; give exactly one entry (an axis name or None) per dimension."
+            f"dimensions; give at most one entry (an axis name or None) per dimension "
+            f"(missing trailing entries mean None)."
         ]
     errors, used = [], []
     for dim, (size, entry) in enumerate(zip(shape, axes)):

@@ -1,9 +1,13 @@
 import jax
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jax.sharding import NamedSharding, PartitionSpec
 from keras import distribution
 
-from course_utils import make_mesh, placement, planned_placement, shard_of
+from course_utils import make_mesh, mesh_shapes, placement, planned_placement, shard_of
+from course_utils.placements import layout_errors
 
 SHAPES = [(8, 1), (4, 2), (2, 4), (1, 8)]
 
@@ -113,3 +117,49 @@ def test_shard_of_reads_the_block_a_device_holds():
     assert shard_of(array, "cpu:6").shape == (32, 16)
     with pytest.raises(ValueError, match="holds no block.*cpu:0"):
         shard_of(jax.device_put(np.ones(3), jax.devices()[0]), "cpu:5")
+
+
+def test_shard_of_a_numpy_array_says_to_lay_it_out_first():
+    with pytest.raises(TypeError, match=r"Received: ndarray\. A NumPy array lives on no device.*jax\.device_put"):
+        shard_of(np.ones((4, 4)), "cpu:0")
+
+
+@st.composite
+def mesh_and_layout(draw):
+    """A mesh of 1, 2, 4 or 8 devices (any order, 1-3 axes), a tensor shape, and a layout for it.
+
+    Layouts may be shorter than the tensor's rank, split a dimension over
+    several axes, leave sizes that do not divide, repeat an axis, or name an
+    axis the mesh lacks.
+    """
+    n = draw(st.sampled_from([1, 2, 4, 8]))
+    ndim = draw(st.integers(1, 3))
+    mesh_shape = draw(st.sampled_from(mesh_shapes(n, ndim)))
+    names = ("data", "model", "seq")[:ndim]
+    devices = draw(st.permutations([f"cpu:{i}" for i in range(n)]))
+    shape = tuple(draw(st.lists(st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16]), min_size=1, max_size=3)))
+    entry = st.one_of(st.none(), st.sampled_from(names + ("other",)),
+                      st.lists(st.sampled_from(names), min_size=1, max_size=2).map(tuple))
+    axes = tuple(draw(st.lists(entry, min_size=len(shape), max_size=len(shape))))
+    return make_mesh(mesh_shape, names, devices=devices), shape, axes
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mesh_and_layout())
+def test_planned_placement_is_where_jax_puts_the_array(case):
+    mesh, shape, axes = case
+    several = any(isinstance(entry, tuple) for entry in axes)  # Keras's TensorLayout takes one axis per entry
+    try:
+        layout = (NamedSharding(mesh.backend_mesh, PartitionSpec(*axes)) if several
+                  else distribution.TensorLayout(axes, mesh))
+    except Exception as refused:  # Keras or JAX refuses the layout itself, before either path runs
+        assert layout_errors(shape, axes, dict(zip(mesh.axis_names, mesh.shape))), refused
+        return
+    values = np.arange(np.prod(shape), dtype="float32").reshape(shape)
+    try:
+        real = placement(jax.device_put(values, layout if several else layout.backend_layout))
+    except Exception:  # JAX refuses with a ValueError, or its DuplicateSpecError (not a ValueError)
+        with pytest.raises(ValueError, match=r"cannot split shape|partitioned|duplicate"):
+            planned_placement(shape, layout)
+        return
+    assert planned_placement(shape, layout) == real
