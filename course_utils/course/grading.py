@@ -1,0 +1,123 @@
+"""Grading with nbgrader: the course's exercises as nbgrader autograded cells.
+
+`build_course(notebooks, root)` writes an nbgrader course directory: one
+assignment per lesson (`lesson01` ...) in `source/`, made from the lessons
+themselves. Each exercise cell becomes an nbgrader solution cell whose
+solution region holds the lesson's own worked solution; the cell after it
+(the collapsed solution) becomes a locked autograder test cell worth one point
+that asserts `check("03.2", answer).ok`: the same checker, no second copy of
+any answer. nbgrader's own `generate_assignment` then writes the release
+version into `release/`.
+
+    python -m course_utils.course.builds nbgrader --out _build/nbgrader
+    cd _build/nbgrader && nbgrader autograde lesson03      # after collecting submissions
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+from course_utils.course.builds import exercise_cell
+from course_utils.course.runner import exercise_cells, lessons, solution_for
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+CONFIG = '''\
+# nbgrader configuration of the course (written by python -m course_utils.course.builds nbgrader).
+c = get_config()
+c.CourseDirectory.course_id = "device-meshes"
+# A released exercise cell keeps the lesson's own blank (answer = ...); the solution region leaves nothing.
+c.ClearSolutions.code_stub = {"python": ""}
+# Lessons 05 and 06 train models and start processes: allow each cell ten minutes.
+c.Execute.timeout = 600
+'''
+
+
+def assignment_name(path: str | os.PathLike) -> str:
+    """The nbgrader assignment of a lesson: `03_the_2x4_example.ipynb` -> `lesson03`."""
+    return f"lesson{Path(path).stem[:2]}"
+
+
+def _nbgrader(grade_id: str, *, solution: bool, grade: bool, locked: bool, points: int | None = None) -> dict:
+    meta = {"grade": grade, "solution": solution, "locked": locked, "grade_id": grade_id,
+            "schema_version": 3, "task": False}
+    if points is not None:
+        meta["points"] = points
+    return meta
+
+
+def source_notebook(notebook):
+    """nbgrader's source version of a lesson: solution cells and locked test cells, one point each."""
+    nb = nbformat.from_dict(json.loads(json.dumps(notebook)))
+    for i in reversed(exercise_cells(nb)):
+        call = exercise_cell(nb.cells[i].source)
+        solution = "\n".join(line for line in solution_for(nb, i).splitlines() if "check(" not in line)
+        suffix = call.exercise.replace(".", "_")  # nbgrader ids allow letters, digits, _ and -
+        cell = nb.cells[i]
+        cell.source = "\n".join([call.blank, BEGIN, solution.rstrip(), END,
+                                 f'check("{call.exercise}", {call.name})'])
+        cell.metadata["nbgrader"] = _nbgrader(f"answer_{suffix}", solution=True, grade=False, locked=False)
+        test = nbformat.v4.new_code_cell(
+            f'_verdict = check("{call.exercise}", {call.name})\nassert _verdict.ok, _verdict')
+        test.metadata["nbgrader"] = _nbgrader(f"test_{suffix}", solution=False, grade=True, locked=True,
+                                              points=1)
+        test.metadata["slideshow"] = {"slide_type": "skip"}
+        nb.cells[i + 1] = test  # in place of the collapsed solution
+    return nb
+
+
+def nbgrader_command(root: str | os.PathLike, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    """Runs `nbgrader <args>` in the course directory with this Python's nbgrader."""
+    bin_dir = str(Path(sys.executable).parent)  # nbgrader calls `alembic` by name
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return done
+
+
+def build_course(folder: str | os.PathLike, root: str | os.PathLike, *, release: bool = True,
+                 only: tuple[str, ...] = ()) -> Path:
+    """Writes an nbgrader course directory from the lessons, then its release version.
+
+    Args:
+        folder: The lessons' folder.
+        root: The course directory to create (holds `nbgrader_config.py`).
+        release: Run `nbgrader generate_assignment` for each lesson.
+        only: Lesson numbers to include (e.g. `("01",)`); empty means every lesson with exercises.
+
+    Returns:
+        The course directory.
+    """
+    try:
+        import nbgrader  # noqa: F401
+    except ImportError:
+        raise RuntimeError("Grading needs nbgrader: pip install nbgrader==0.9.6 (or make nbgrader).") from None
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "nbgrader_config.py").write_text(CONFIG)
+    for path in lessons(folder):
+        notebook = nbformat.read(path, as_version=4)
+        if not exercise_cells(notebook) or (only and path.stem[:2] not in only):
+            continue
+        target = root / "source" / assignment_name(path) / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(source_notebook(notebook), target)
+        if release:
+            nbgrader_command(root, "generate_assignment", assignment_name(path), "--force")
+    return root
+
+
+def scores(root: str | os.PathLike, assignment: str, student: str) -> dict[str, float]:
+    """Points per autograded test cell of one student's submission, read from the gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{Path(root).resolve() / 'gradebook.db'}") as gradebook:
+        submission = gradebook.find_submission(assignment, student)
+        return {grade.name: grade.score for notebook in submission.notebooks for grade in notebook.grades}
