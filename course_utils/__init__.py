@@ -38,6 +38,7 @@ _EXPORTS = {
                          "draw_placement", "draw_process_mesh"),
     "course_utils.widgets": ("layout_explorer", "mesh_explorer", "model_explorer"),
     "course_utils.course.exercises": ("check",),
+    "course_utils.course.exercises.progress": ("progress",),
     "course_utils.course.mistakes": ("expect_error",),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
