@@ -20,6 +20,9 @@ ATTRIBUTES = (
     ("keras.layers.Layer", "_flatten_layers"),
     ("keras.layers.Layer", "_layers"),
     ("keras.distribution.ModelParallel", "_layout_map"),
+    ("keras.Model", "_symbolic_build"),
+    ("keras.src.backend.common.global_state", "get_global_attribute"),
+    ("keras.src.backend.common.global_state", "set_global_attribute"),
 )
 
 
@@ -48,11 +51,48 @@ def layout_map_of(distribution):
     return getattr(distribution, "_layout_map", None)
 
 
+def symbolic_build(model, batch) -> None:
+    """Builds what `fit` builds before its first step (metrics, loss, optimizer) from a batch's shapes.
+
+    `batch` is `(x, y)` or `(x, y, sample_weight)`; its leaves need only `.shape` and `.dtype`.
+    """
+    model._symbolic_build(data_batch=batch)
+
+
+def name_scope_path() -> str:
+    """The open Keras name scopes joined by "/": the JAX name stack of the ops traced now.
+
+    Unlike `current_path()` (a layer's Keras path) this ignores the parent
+    path a layer remembers, so it names the scopes exactly as JAX records them.
+    """
+    from keras.src.backend.common import global_state
+
+    stack = global_state.get_global_attribute("name_scope_stack") or []
+    return "/".join(entry.name for entry in stack)
+
+
+def forget_deferred(variables) -> None:
+    """Takes shape-only variables off the list Keras initializes when a StatelessScope closes.
+
+    Variables created inside `keras.StatelessScope(initialize_variables=False)`
+    hold a shape, a dtype and a path but no value; Keras remembers them and
+    allocates them all when the next outermost StatelessScope closes (Keras
+    opens one whenever it infers a shape). Forgotten, they are never allocated.
+    """
+    from keras.src.backend.common import global_state
+
+    gone = {id(v) for v in variables}
+    pending = global_state.get_global_attribute("uninitialized_variables") or []
+    global_state.set_global_attribute("uninitialized_variables", [v for v in pending if id(v) not in gone])
+
+
 def missing() -> list[str]:
     """The private attributes this Keras no longer has, as "owner.attribute" (empty: all present).
 
     Attributes set in `__init__` are looked for on a small real instance.
     """
+    import importlib
+
     import keras
 
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
@@ -62,5 +102,6 @@ def missing() -> list[str]:
         "keras.layers.Layer": model.layers[0],
         "keras.distribution.ModelParallel": keras.distribution.ModelParallel(
             layout_map=keras.distribution.LayoutMap(mesh), batch_dim_name="model"),
+        "keras.src.backend.common.global_state": importlib.import_module("keras.src.backend.common.global_state"),
     }
     return [f"{owner}.{name}" for owner, name in ATTRIBUTES if not hasattr(owners[owner], name)]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from course_utils._table import Table
 from course_utils.keras_internals import all_layers, layout_map_of
+from course_utils.layer_outputs import layer_outputs
 from course_utils.placements import Placement, layout_errors, placement, planned_placement
 
 UNMATCHED = "replicated: no rule matched"
@@ -88,6 +89,12 @@ def explain_layout(model, distribution) -> LayoutReport:
     Returns:
         A `LayoutReport`: a table in a notebook, `.rows` for code.
     """
+    if not hasattr(distribution, "get_variable_layout"):
+        raise TypeError(
+            f"explain_layout needs the distribution the model is laid out by. Received: "
+            f"distribution={distribution!r}. Pass a keras.distribution.DataParallel or ModelParallel "
+            f"(the one in use now is keras.distribution.distribution())."
+        )
     variables = _model_variables(model)
     optimizer = getattr(model, "optimizer", None)
     owners = {}
@@ -106,9 +113,13 @@ def explain_layout(model, distribution) -> LayoutReport:
             layout = distribution.get_variable_layout(variable)
             rule = _matched_rule(layout_map, variable.path)
         planned = planned_placement(tuple(variable.shape), layout, dtype=variable.dtype, name=variable.path)
+        axes = tuple(layout.axes)
+        if len(axes) < len(variable.shape):  # valid: JAX leaves the trailing dimensions whole
+            rule += f" ({len(axes)} of {len(variable.shape)} entries, padded with None)"
+            axes += (None,) * (len(variable.shape) - len(axes))
         rows.append(LayoutRow(
             path=variable.path, shape=tuple(variable.shape), dtype=str(variable.dtype),
-            rule=rule, axes=tuple(layout.axes), shard_shape=planned.shard_shape,
+            rule=rule, axes=axes, shard_shape=planned.shard_shape,
             bytes_per_device=max(planned.bytes_per_device.values()), placement=planned,
             as_planned=placement(variable, name=variable.path) == planned,
         ))
@@ -174,57 +185,119 @@ class LayoutMapError(ValueError):
         super().__init__(f"The LayoutMap has {len(problems)} problem(s):\n{lines}")
 
 
-def check_layout_map(layout_map, model, *, strict: bool = False) -> list[Problem]:
+def check_layout_map(layout_map, model, *, strict: bool = False, inputs=None) -> list[Problem]:
     """Finds what would go wrong with a LayoutMap before training starts.
 
-    Finds keys that match no variable path and no layer-output path
-    ("<layer path>/output"; keys must match the *whole* path), variables matched by two keys, axis names not in the mesh,
-    dimensions not divisible by the mesh axis size, and layouts whose rank
-    differs from the variable's.
+    Uses Keras's own lookup (`layout_map[path]`, `re.fullmatch`) on every
+    variable path and on every layer-output path Keras looks up during a call
+    ("<layer path>/output", weightless layers included; see `layer_outputs`).
+    Finds: keys that are not valid regular expressions; keys that match no
+    path; paths matched by two keys; axis names not in the mesh; layouts
+    with more entries than the tensor has dimensions (fewer is valid: JAX
+    pads with None); variable dimensions not divisible by their mesh axes.
+    Output sizes depend on the batch, so outputs are checked for rank and
+    axis names only, unless `inputs` gives a real batch.
 
     Args:
         layout_map: A `keras.distribution.LayoutMap`.
         model: The built Keras model the map is for.
         strict: Raise `LayoutMapError` instead of returning problems.
+        inputs: Optional inputs for one call (a batch or its shapes); by
+            default the model's symbolic inputs.
 
     Returns:
         A list of `Problem`s (empty when the map is sound).
+
+    Example:
+        >>> check_layout_map(GemmaBackbone.get_layout_map(mesh), backbone)
+        []
     """
+    if isinstance(layout_map, dict) or not hasattr(layout_map, "device_mesh"):
+        raise TypeError(
+            f"check_layout_map needs a keras.distribution.LayoutMap. Received: {type(layout_map).__name__}"
+            f"{' ' + repr(list(layout_map)[:3]) if isinstance(layout_map, dict) else ''}. Build one with "
+            f"make_layout_map(mesh, rules) or LayoutMap(mesh) and layout_map[key] = axes."
+        )
     variables = _model_variables(model)
-    mesh = layout_map.device_mesh
-    axis_sizes = dict(zip(mesh.axis_names, mesh.shape))
-    targets = [v.path for v in variables] + _output_paths(model)
-    problems = [_unmatched_key(key, variables) for key in layout_map
-                if not any(key_matches(key, path) for path in targets)]
+    problems, clean = _valid_keys(layout_map)
+    axis_sizes = dict(zip(layout_map.device_mesh.axis_names, layout_map.device_mesh.shape))
+    paths = [v.path for v in variables]
+    outputs = _outputs_to_check(clean, model, paths, inputs)
+    targets = paths + [o.path for o in outputs or ()]
+    problems += [_unmatched_key(key, variables, outputs is None) for key in clean
+                 if not any(key_matches(key, path) for path in targets)]
     for variable in variables:
-        try:
-            layout = layout_map[variable.path]
-        except ValueError:
-            keys = [k for k in layout_map if key_matches(k, variable.path)]
-            problems.append(Problem(
-                "two_keys", None, variable.path,
-                f"Variable {variable.path!r} is matched by {len(keys)} keys {keys}; "
-                f"Keras refuses to choose. Make the keys specific enough that each "
-                f"path matches at most one.",
-            ))
-            continue
-        if layout is None:
-            continue
-        key = _matched_rule(layout_map, variable.path)
-        for error in layout_errors(tuple(variable.shape), layout.axes, axis_sizes):
-            problems.append(Problem(
-                "bad_layout", key, variable.path,
-                f"Key {key!r} gives {variable.path!r} (shape {tuple(variable.shape)}) "
-                f"the layout {tuple(layout.axes)}: {error}",
-            ))
+        problems += _path_problems(clean, variable.path, [tuple(variable.shape)], axis_sizes, "variable")
+    seen = set()
+    for output in outputs or ():
+        if output.path not in seen:
+            seen.add(output.path)
+            shapes = [s if inputs is not None else (0,) * len(s) for s in output.shapes]
+            problems += _path_problems(clean, output.path, shapes, axis_sizes, "output")
     if strict and problems:
         raise LayoutMapError(problems)
     return problems
 
 
-def _output_paths(model) -> list[str]:
-    """The paths Keras looks up for layer outputs (`Layer.__call__`: "<layer path>/output")."""
-    return [f"{layer.path}/output" for layer in all_layers(model) if layer.path]
+def _valid_keys(layout_map):
+    """Problems with keys Keras cannot use, and a LayoutMap of the keys it can."""
+    from keras.distribution import LayoutMap
+
+    problems, clean = [], LayoutMap(layout_map.device_mesh)
+    for key in layout_map:
+        if not isinstance(key, str):
+            problems.append(Problem("bad_key", str(key), None, (
+                f"Key {key!r} is a {type(key).__name__}; LayoutMap keys are regular expressions (str) "
+                f"matched against whole paths. Write it as a string, e.g. '.*d1/kernel'.")))
+            continue
+        try:
+            re.compile(key)
+        except re.error as error:
+            problems.append(Problem("bad_key", key, None, (
+                f"Key {key!r} is not a valid regular expression ({error}); Keras's lookup would raise "
+                f"re.error for every path. Escape special characters (re.escape) or fix the pattern.")))
+            continue
+        clean[key] = layout_map[key]
+    return problems, clean
+
+
+def _outputs_to_check(layout_map, model, paths, inputs):
+    """The looked-up output paths, traced only when some key may name an output (None: unknown).
+
+    A key that matches no variable, or matches "<layer path>/output" of a
+    built layer, needs the trace; maps of variable keys only (the usual
+    case) skip it.
+    """
+    candidates = [f"{layer.path}/output" for layer in all_layers(model) if layer.path] + [f"{model.name}/output"]
+    needed = inputs is not None or any(
+        not any(key_matches(key, p) for p in paths) or any(key_matches(key, c) for c in candidates)
+        for key in layout_map)
+    if not needed:
+        return []
+    try:
+        return layer_outputs(model, inputs)
+    except ValueError:  # no symbolic inputs to call the model with
+        return None
+
+
+def _path_problems(layout_map, path, shapes, axis_sizes, what) -> list[Problem]:
+    try:
+        layout = layout_map[path]  # Keras's own lookup
+    except ValueError:
+        keys = [k for k in layout_map if key_matches(k, path)]
+        return [Problem("two_keys", None, path, (
+            f"The {what} path {path!r} is matched by {len(keys)} keys {keys}; Keras refuses to choose. "
+            f"Make the keys specific enough that each path matches at most one."))]
+    if layout is None:
+        return []
+    key = _matched_rule(layout_map, path)
+    found = []
+    for shape in shapes:
+        for error in layout_errors(shape, layout.axes, axis_sizes):
+            size = f"shape {shape}" if any(shape) or not shape else f"rank {len(shape)}"
+            found.append(Problem("bad_layout", key, path, (
+                f"Key {key!r} gives the {what} {path!r} ({size}) the layout {tuple(layout.axes)}: {error}")))
+    return found
 
 
 def key_matches(key: str, path: str) -> bool:
@@ -236,15 +309,17 @@ def key_matches(key: str, path: str) -> bool:
     return probe[path] is not None
 
 
-def _unmatched_key(key: str, variables) -> Problem:
+def _unmatched_key(key: str, variables, outputs_unknown: bool = False) -> Problem:
     near = [v.path for v in variables if _searches(key, v.path)]
     if near:
         hint = (f"It appears inside {near[:3]}, but keys must match the whole path "
                 f"(re.fullmatch). Write '.*{key}' or the full path {near[0]!r}.")
     else:
         hint = f"Check the spelling against the paths: {[v.path for v in variables][:6]}."
+    what = "variable (layer outputs were not traced: the model has no symbolic inputs)" if outputs_unknown \
+        else "variable and no layer output"
     return Problem("unmatched_key", key, None,
-                   f"Key {key!r} matches no variable, so its layout is never used and "
+                   f"Key {key!r} matches no {what}, so its layout is never used and "
                    f"those weights stay replicated. {hint}")
 
 
