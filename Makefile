@@ -9,11 +9,13 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab test bench doctor slides course clean
 
-$(BIN)/.installed: requirements.txt pyproject.toml
+$(BIN)/.installed: requirements.txt requirements-nodeps.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "The course needs Python 3.11 or newer; this is " + sys.version.split()[0] + ". Run: make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt -e ".[course]"
+	@# keras-hub without the dependencies it declares but the course never uses (see the file)
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	touch $@
 
 $(BIN)/.test-installed: $(BIN)/.installed requirements-test.txt

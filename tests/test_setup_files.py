@@ -21,6 +21,18 @@ def test_binder_pins_equal_requirements():
     assert pins("binder/requirements.txt") == pins("requirements.txt")
 
 
+def test_binder_installs_the_no_deps_pins_like_make():
+    assert pins("binder/requirements-nodeps.txt") == pins("requirements-nodeps.txt")
+    assert pins("requirements-nodeps.txt")["keras-hub"] == "0.32.0"
+    makefile = (ROOT / "Makefile").read_text()
+    stamp = next(line for line in makefile.splitlines() if line.startswith("$(BIN)/.installed:"))
+    assert "requirements-nodeps.txt" in stamp
+    assert "pip install --quiet --no-deps -r requirements-nodeps.txt" in makefile
+    assert "pip install --no-deps -r binder/requirements-nodeps.txt" in (ROOT / "binder/postBuild").read_text()
+    # keras-hub's imports that its --no-deps install leaves out come from requirements.txt
+    assert {"absl-py", "packaging", "regex", "rich"} <= set(pins("requirements.txt"))
+
+
 def test_core_stack_is_pinned():
     required = pins("requirements.txt")
     assert required["keras"].startswith("3.15.")
