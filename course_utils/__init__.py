@@ -31,10 +31,12 @@ _EXPORTS = {
                             "make_layout_map"),
     "course_utils.mesh": ("describe_mesh", "make_mesh", "mesh_shapes"),
     "course_utils.placements": ("Block", "Placement", "placement", "planned_placement", "shard_of"),
+    "course_utils.sizing": ("FitReport", "PRESETS", "abstract_model", "planned_memory", "training_memory",
+                            "will_it_fit", "without_axis"),
     "course_utils.train": ("Comparison", "TrainingRun", "compare_runs", "compare_weights", "run_training"),
     "course_utils.multiprocess": ("ProcessOwnership", "ProcessSetup", "local_rows", "planned_batch_slices",
                                   "process_batch_slice", "process_ownership", "setup_process"),
-    "course_utils.viz": ("device_color", "draw_batch_split", "draw_memory", "draw_mesh", "draw_model",
+    "course_utils.viz": ("device_color", "draw_batch_split", "draw_fit", "draw_memory", "draw_mesh", "draw_model",
                          "draw_placement", "draw_process_mesh"),
     "course_utils.widgets": ("layout_explorer", "mesh_explorer", "model_explorer"),
     "course_utils.course.exercises": ("check",),
@@ -43,7 +45,7 @@ _EXPORTS = {
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("checkpoints", "costs", "course", "devices", "hlo", "keras_internals", "layout", "mesh",
-               "models", "multiprocess", "placements", "train", "viz", "widgets")
+               "models", "multiprocess", "placements", "sizing", "train", "viz", "widgets")
 
 __all__ = sorted(_HOME)
 

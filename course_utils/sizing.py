@@ -1,0 +1,291 @@
+"""Will it fit? Bytes per device of a model's training state, from shapes alone.
+
+A float32 Gemma 7B holds 34 GB of weights: too much to build on a laptop just
+to ask where its shards would go. Here the model is built with shape-only
+variables (`keras.StatelessScope(initialize_variables=False)`: every variable
+has its path, shape and dtype, and no value), Keras's own
+`distribution.get_variable_layout` gives each one its layout, and JAX's
+sharding gives the block each device would hold. Nothing is allocated. The
+numbers equal `memory_report` of the really built model, byte for byte
+(tests/test_sizing.py checks it on a model that fits).
+
+Counted: weights, one gradient per trainable weight, the optimizer's state.
+Not counted: activations, which grow with batch size and sequence length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from course_utils._table import Table
+from course_utils.costs import DeviceMemory, MemoryReport
+from course_utils.keras_internals import forget_deferred
+from course_utils.layout import _optimizer_owners, make_layout_map
+from course_utils.placements import planned_placement
+
+GIB = 2**30
+LAYOUTS = ("official", "tensor_parallel", "replicated")
+MESH_AXES = ("batch", "model")  # the axis names keras-hub's get_layout_map uses by default
+_GEMMA = "Gemma report (arXiv:2403.08295), Table 1, and the config.json of keras-hub's preset"
+_LLAMA = "Llama 3 config.json (meta-llama/Meta-Llama-3-8B) and the config.json of keras-hub's preset"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A real model's published shape: its keras-hub backbone class and config.
+
+    The config numbers are written here (the preset files live on Kaggle and
+    are never downloaded); `params` reads keras-hub's own preset metadata,
+    which ships in the package, and the tests check the two agree.
+    """
+
+    name: str
+    backbone: str
+    config: dict = field(repr=False)
+    source: str = field(repr=False)
+
+    def backbone_class(self):
+        import keras_hub
+
+        return getattr(keras_hub.models, self.backbone)
+
+    @property
+    def params(self) -> int:
+        """The parameter count keras-hub's preset metadata gives."""
+        return int(self.backbone_class().presets[self.name]["metadata"]["params"])
+
+
+PRESETS = {p.name: p for p in (
+    Preset("gemma_2b_en", "GemmaBackbone", dict(
+        vocabulary_size=256000, num_layers=18, num_query_heads=8, num_key_value_heads=1,
+        hidden_dim=2048, intermediate_dim=32768, head_dim=256), _GEMMA),
+    Preset("gemma_7b_en", "GemmaBackbone", dict(
+        vocabulary_size=256000, num_layers=28, num_query_heads=16, num_key_value_heads=16,
+        hidden_dim=3072, intermediate_dim=49152, head_dim=256), _GEMMA),
+    Preset("llama3_8b_en", "Llama3Backbone", dict(
+        vocabulary_size=128256, num_layers=32, num_query_heads=32, num_key_value_heads=8,
+        hidden_dim=4096, intermediate_dim=14336, rope_max_wavelength=500000), _LLAMA),
+)}
+
+
+def abstract_model(model, config: dict | None = None, **overrides):
+    """Builds a keras-hub backbone with shape-only variables: paths, shapes, dtypes, no values.
+
+    Args:
+        model: A preset name from `PRESETS` (e.g. "gemma_7b_en"), a `Preset`,
+            or a keras-hub backbone class such as `keras_hub.models.GemmaBackbone`.
+        config: The backbone's arguments, when `model` is a class.
+        **overrides: Arguments that replace the config's, e.g. `dtype="bfloat16"`.
+
+    Returns:
+        A Keras model whose variables hold no memory. Ask it for shapes and
+        paths only: reading a variable's value would allocate it.
+    """
+    import keras
+
+    backbone_class, config = _resolve(model, config)
+    with keras.StatelessScope(initialize_variables=False):
+        built = backbone_class(**{**config, **overrides})
+    forget_deferred(built.variables)
+    return built
+
+
+def _resolve(model, config):
+    if isinstance(model, str):
+        if model not in PRESETS:
+            raise ValueError(f"Unknown preset {model!r}. Known: {sorted(PRESETS)}; or pass a keras-hub "
+                             f"backbone class and its config.")
+        model = PRESETS[model]
+    if isinstance(model, Preset):
+        return model.backbone_class(), dict(model.config)
+    if not isinstance(model, type) or config is None:
+        raise ValueError(f"Pass a preset name, a Preset, or a backbone class with config=. "
+                         f"Received: model={model!r}, config={config!r}.")
+    return model, dict(config)
+
+
+def planned_memory(model, distribution, *, optimizer=None) -> MemoryReport:
+    """Bytes each device would hold for training, planned from shapes and Keras's layouts.
+
+    Works on a shape-only model (`abstract_model`) or a real one. Each
+    variable's layout is `distribution.get_variable_layout(variable)`; the
+    optimizer's slots follow their weight's layout, as Keras lays them out.
+
+    Args:
+        model: A built Keras model (shape-only or real).
+        distribution: The `ModelParallel` (or `DataParallel`) to plan for.
+        optimizer: A fresh, unbuilt Keras optimizer; defaults to `Adam()`.
+
+    Returns:
+        A `MemoryReport`, comparable row by row with `memory_report`.
+    """
+    import keras
+
+    optimizer = optimizer or keras.optimizers.Adam()
+    if optimizer.built:
+        raise ValueError("planned_memory builds the optimizer on the model's variables; pass a fresh one, "
+                         "e.g. keras.optimizers.Adam().")
+    with keras.StatelessScope(initialize_variables=False):
+        optimizer.build(model.trainable_variables)
+    forget_deferred(optimizer.variables)
+    per_weight = {v.path: _device_bytes(v, distribution) for v in model.weights}
+    owners = _optimizer_owners(optimizer.variables, model.weights)
+    slots = [per_weight[owners[v.path]] if v.path in owners else _device_bytes(v, distribution)
+             for v in optimizer.variables]
+    weights = _sum(per_weight.values())
+    gradients = _sum(per_weight[v.path] for v in model.trainable_variables)
+    state = _sum(slots)
+    rows = [DeviceMemory(d, weights[d], gradients.get(d, 0), state.get(d, 0)) for d in weights]
+    from course_utils.train import describe_distribution
+
+    return MemoryReport(rows, title=f"{model.name} under {describe_distribution(distribution)}: bytes per "
+                                    f"device, planned from shapes (activations not counted)")
+
+
+def _device_bytes(variable, distribution) -> dict[str, int]:
+    import jax
+
+    layout = distribution.get_variable_layout(variable)
+    dtype = jax.dtypes.canonicalize_dtype(variable.dtype)  # what JAX really stores (int64 -> int32)
+    try:
+        planned = planned_placement(tuple(variable.shape), layout, dtype=dtype, name=variable.path)
+    except ValueError as error:
+        raise ValueError(f"{variable.path} {tuple(variable.shape)} cannot be laid out as {tuple(layout.axes)} "
+                         f"on mesh {tuple(layout.device_mesh.shape)}: {error} Keras would raise "
+                         f"IndivisibleError when building it. Change the rule or the mesh.") from None
+    return dict(planned.device_bytes)
+
+
+def _sum(per_device) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for device_bytes in per_device:
+        for device, n in device_bytes.items():
+            totals[device] = totals.get(device, 0) + n
+    return totals
+
+
+def without_axis(layout_map, axis: str):
+    """A copy of a LayoutMap in which every `axis` entry is `None` (that dimension not split).
+
+    `without_axis(official, "batch")` keeps a keras-hub map's tensor
+    parallelism over `model` and drops its weight sharding over `batch`.
+    """
+    rules = {key: tuple(None if a == axis else a for a in layout.axes) for key, layout in layout_map.items()}
+    return make_layout_map(layout_map.device_mesh, rules)
+
+
+def layout_for(backbone_class, mesh, layout: str = "official"):
+    """The `ModelParallel` of a keras-hub backbone on `mesh` for one of `LAYOUTS`.
+
+    "official" is the backbone's `get_layout_map(mesh)`; "tensor_parallel"
+    that map without its `batch` entries; "replicated" an empty map.
+    """
+    from keras import distribution
+
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}. Received: layout={layout!r}.")
+    official = backbone_class.get_layout_map(mesh)
+    layout_map = {"official": official, "tensor_parallel": without_axis(official, "batch"),
+                  "replicated": distribution.LayoutMap(mesh)}[layout]
+    return distribution.ModelParallel(layout_map=layout_map, batch_dim_name="batch")
+
+
+def training_memory(model, mesh_shape, *, config: dict | None = None, layout: str = "official",
+                    optimizer=None, **overrides) -> MemoryReport:
+    """Will it fit? Training-state bytes per device of a real model on a mesh, in one call.
+
+    Args:
+        model: A preset name ("gemma_7b_en"), a `Preset`, a keras-hub backbone
+            class, or a backbone already built (e.g. by `abstract_model`).
+        mesh_shape: `(batch, model)` sizes, e.g. `(2, 4)`.
+        config: The backbone's arguments, when `model` is a class.
+        layout: One of `LAYOUTS`.
+        optimizer: A fresh Keras optimizer; defaults to `Adam()`.
+        **overrides: Config arguments to replace, e.g. `dtype="bfloat16"`.
+
+    Example:
+        >>> training_memory("gemma_7b_en", (2, 4)).max_total / 2**30
+        15.9...
+    """
+    import keras
+
+    from course_utils.mesh import make_mesh
+
+    built = model if isinstance(model, keras.Model) else abstract_model(model, config, **overrides)
+    mesh = make_mesh(mesh_shape, MESH_AXES)
+    return planned_memory(built, layout_for(type(built), mesh, layout), optimizer=optimizer)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One model on one mesh: GiB per device, or why the layout cannot be used."""
+
+    model: str
+    mesh_shape: tuple[int, ...]
+    weights: float
+    gradients: float
+    optimizer: float
+    problem: str | None = None
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer
+
+    def fits(self, device_gib: float) -> bool:
+        return self.problem is None and self.total <= device_gib
+
+
+class FitReport(Table):
+    """GiB of training state per device (the fullest device), model by mesh, against device sizes."""
+
+    def __init__(self, rows, *, device_gib: tuple[float, ...], title: str):
+        super().__init__(rows, title=title)
+        self.device_gib = tuple(device_gib)
+        self.columns = ("model", "mesh (batch, model)", "weights", "gradients", "optimizer", "total GiB",
+                        *(f"fits {g:g} GiB" for g in self.device_gib))
+
+    def cells(self, row: Fit) -> list[str]:
+        if row.problem:
+            return [row.model, str(row.mesh_shape), "-", "-", "-", "cannot split",
+                    *("no" for _ in self.device_gib)]
+        return [row.model, str(row.mesh_shape), *(f"{v:.1f}" for v in (row.weights, row.gradients, row.optimizer)),
+                f"{row.total:.1f}", *("yes" if row.fits(g) else "no" for g in self.device_gib)]
+
+    def row(self, model: str, mesh_shape) -> Fit:
+        """The row of one model on one mesh."""
+        for r in self.rows:
+            if r.model == model and r.mesh_shape == tuple(mesh_shape):
+                return r
+        raise KeyError(f"No row for {model!r} on {tuple(mesh_shape)}.")
+
+
+def will_it_fit(models=tuple(PRESETS), mesh_shapes=((1, 8), (2, 4), (8, 1)), *, device_gib=(16, 80),
+                layout: str = "official", **overrides) -> FitReport:
+    """`training_memory` for every model on every mesh, in GiB, beside device sizes.
+
+    Args:
+        models: Preset names, or a dict of label -> backbone already built
+            (each is built once, shape-only, and reused for every mesh).
+        mesh_shapes: `(batch, model)` mesh shapes of the course's devices.
+        device_gib: Device memory sizes to compare with, in GiB.
+        layout: One of `LAYOUTS`.
+        **overrides: Config arguments to replace, e.g. `dtype="bfloat16"`.
+
+    A layout that cannot split some weight on a mesh (Gemma 2B has one
+    key/value head, and the official map splits heads over `model`) is
+    reported as a problem, not raised.
+    """
+    named = dict(models) if isinstance(models, dict) else {name: name for name in models}
+    rows = []
+    for name, model in named.items():
+        built = model if not isinstance(model, (str, Preset)) else abstract_model(model, **overrides)
+        for shape in mesh_shapes:
+            try:
+                fullest = max(training_memory(built, shape, layout=layout).rows, key=lambda r: r.total)
+            except ValueError as error:
+                rows.append(Fit(str(name), tuple(shape), 0.0, 0.0, 0.0, problem=str(error)))
+                continue
+            rows.append(Fit(str(name), tuple(shape), *(getattr(fullest, part) / GIB
+                                                      for part in ("weights", "gradients", "optimizer"))))
+    return FitReport(rows, device_gib=device_gib, title=(
+        f"Training state per device with Adam under the {layout} layout, GiB (activations not counted)"))

@@ -1,0 +1,108 @@
+"""Shape-only sizing equals the real shards, byte for byte, and allocates nothing."""
+
+import resource
+
+import keras
+import pytest
+
+keras_hub = pytest.importorskip("keras_hub")
+
+from course_utils import make_mesh, memory_report  # noqa: E402
+from course_utils.sizing import (  # noqa: E402
+    GIB, LAYOUTS, MESH_AXES, PRESETS, abstract_model, layout_for, planned_memory, training_memory, will_it_fit,
+    without_axis)
+
+TINY_GEMMA = dict(vocabulary_size=512, num_layers=2, num_query_heads=4, num_key_value_heads=4, hidden_dim=64,
+                  intermediate_dim=256, head_dim=16)
+TINY_LLAMA = dict(vocabulary_size=512, num_layers=1, num_query_heads=8, num_key_value_heads=8, hidden_dim=64,
+                  intermediate_dim=128)
+
+
+def _real(backbone_class, config, distribution):
+    """The backbone really built under `distribution`, compiled with Adam as the lessons train it."""
+    with distribution.scope():
+        model = backbone_class(**config)
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+    return model
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_shape_only_bytes_equal_the_real_shards_of_gemma(layout):
+    dist = layout_for(keras_hub.models.GemmaBackbone, make_mesh((2, 4), MESH_AXES), layout)
+    real = memory_report(_real(keras_hub.models.GemmaBackbone, TINY_GEMMA, dist), dist)
+    planned = training_memory(keras_hub.models.GemmaBackbone, (2, 4), config=TINY_GEMMA, layout=layout)
+    assert planned.rows == real.rows
+
+
+def test_shape_only_bytes_equal_the_real_shards_of_llama_on_every_mesh():
+    for shape in ((1, 8), (2, 4), (8, 1)):
+        dist = layout_for(keras_hub.models.Llama3Backbone, make_mesh(shape, MESH_AXES), "official")
+        real = memory_report(_real(keras_hub.models.Llama3Backbone, TINY_LLAMA, dist), dist)
+        assert training_memory(keras_hub.models.Llama3Backbone, shape, config=TINY_LLAMA).rows == real.rows
+
+
+def test_planned_memory_of_a_real_model_equals_memory_report():
+    dist = layout_for(keras_hub.models.GemmaBackbone, make_mesh((2, 4), MESH_AXES), "official")
+    model = _real(keras_hub.models.GemmaBackbone, TINY_GEMMA, dist)
+    assert planned_memory(model, dist).rows == memory_report(model, dist).rows
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_written_configs_have_keras_hubs_published_parameter_counts(name):
+    assert abstract_model(name).count_params() == PRESETS[name].params
+
+
+def test_a_shape_only_7b_model_is_never_allocated():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    model = abstract_model("gemma_7b_en")
+    # Inferring a new model's shapes closes an outermost StatelessScope, where Keras
+    # allocates every deferred variable it still remembers (34 GB here, if it did).
+    keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert model.count_params() > 8e9 and grown_mb < 1000
+
+
+def test_replicated_state_is_sixteen_bytes_a_parameter_plus_adams_two_scalars():
+    report = training_memory("gemma_2b_en", (2, 4), layout="replicated")
+    params = PRESETS["gemma_2b_en"].params
+    assert {r.total for r in report.rows} == {16 * params + 8}  # weights, gradients, m and v; step and rate
+
+
+def test_gemma_7b_per_device_shrinks_with_each_split():
+    fits = {layout: will_it_fit(("gemma_7b_en",), ((2, 4),), layout=layout).row("gemma_7b_en", (2, 4))
+            for layout in LAYOUTS}
+    assert fits["replicated"].total / fits["tensor_parallel"].total == pytest.approx(4, rel=1e-3)
+    assert fits["tensor_parallel"].total / fits["official"].total == pytest.approx(2, rel=1e-3)
+    assert fits["official"].fits(80) and not fits["tensor_parallel"].fits(16)
+    assert fits["official"].total == pytest.approx(16 * PRESETS["gemma_7b_en"].params / 8 / GIB, rel=1e-3)
+
+
+def test_one_key_value_head_cannot_split_over_model_as_keras_refuses():
+    one_head = {**TINY_GEMMA, "num_key_value_heads": 1}
+    dist = layout_for(keras_hub.models.GemmaBackbone, make_mesh((2, 4), MESH_AXES), "official")
+    with pytest.raises(Exception, match="dimension size is 1"):
+        _real(keras_hub.models.GemmaBackbone, one_head, dist)
+    with pytest.raises(ValueError, match="key/kernel .* IndivisibleError"):
+        training_memory(keras_hub.models.GemmaBackbone, (2, 4), config=one_head)
+    report = will_it_fit(("gemma_2b_en",), ((2, 4), (8, 1)))
+    assert "key/kernel" in report.row("gemma_2b_en", (2, 4)).problem
+    assert report.row("gemma_2b_en", (8, 1)).problem is None and report.row("gemma_2b_en", (8, 1)).fits(16)
+
+
+def test_without_axis_keeps_every_key_and_drops_only_that_axis():
+    official = keras_hub.models.GemmaBackbone.get_layout_map(make_mesh((2, 4), MESH_AXES))
+    tp = without_axis(official, "batch")
+    assert list(tp) == list(official)
+    for key in official:
+        expected = tuple(None if a == "batch" else a for a in official[key].axes)
+        assert tuple(tp[key].axes) == expected
+    assert any("batch" in official[key].axes for key in official)
+
+
+def test_errors_name_what_was_received():
+    with pytest.raises(ValueError, match="Unknown preset 'gemma_9b'"):
+        abstract_model("gemma_9b")
+    with pytest.raises(ValueError, match="layout must be one of"):
+        training_memory("gemma_2b_en", (8, 1), layout="fsdp")
+    with pytest.raises(ValueError, match="config="):
+        abstract_model(keras_hub.models.GemmaBackbone)
