@@ -13,6 +13,7 @@ runs in its own process group, and every group is killed on every way out.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import socket
@@ -134,6 +135,8 @@ def launch(script: str | os.PathLike, args: Sequence[str] = (), *, processes: in
         8
     """
     script = _validate(script, processes, devices_per_process, mesh, timeout)
+    if port is not None:
+        _check_port_number(port)
     for attempt in range(retries + 1):
         chosen = _check_port(port) if port is not None else free_port()
         result = _run(script, tuple(str(a) for a in args), processes, devices_per_process, chosen,
@@ -156,6 +159,14 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((HOST, 0))
         return probe.getsockname()[1]
+
+
+def _check_port_number(port) -> None:
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        zero = (" Port 0 would let each process pick its own port, so they could never meet."
+                if port == 0 else "")
+        raise LaunchError(f"port must be a TCP port number from 1 to 65535 (above 1023 unless run as root). "
+                          f"Received: port={port!r}.{zero} Leave the port out to let the launcher pick a free one.")
 
 
 def _check_port(port: int) -> int:
@@ -181,8 +192,9 @@ def _validate(script, processes, devices_per_process, mesh, timeout) -> Path:
                 f"{devices_per_process} devices per process give {have}. Received: processes={processes}, "
                 f"devices_per_process={devices_per_process}. Choose them so processes x devices per "
                 f"process = {need}, e.g. {_splits(need)}.")
-    if not timeout or timeout <= 0:
-        raise LaunchError(f"timeout must be a positive number of seconds. Received: timeout={timeout!r}.")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise LaunchError(f"timeout must be a positive, finite number of seconds. Received: timeout={timeout!r}. "
+                          f"Use e.g. timeout=600.")
     path = Path(script)
     if not path.is_file():
         raise LaunchError(f"No script at {str(path)!r} (looked from {os.getcwd()}). "
@@ -256,7 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     opts = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _interrupt)
+    for stop_signal in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop_signal, _interrupt)
     try:
         result = launch(opts.script, opts.args, processes=opts.processes, mesh=opts.mesh, port=opts.port,
                         devices_per_process=opts.devices_per_process, timeout=opts.timeout)
@@ -266,6 +279,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("launch: interrupted; stopped every process.", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`... | head`): every process is stopped; end quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 128 + signal.SIGPIPE
     print(f"launch: {result.message()}", file=sys.stderr)
     return {"ok": 0, "timeout": 124}.get(result.status, 1)
 

@@ -231,3 +231,119 @@ def test_a_port_taken_after_it_was_picked_is_replaced(tmp_path, monkeypatch):
     assert result.ok, result.message()
     assert result.port != taken
     no_children_left()
+
+
+# Starts a grandchild in its own session (it leaves the worker's process group), prints both pids (and
+# writes them to PIDS/<process>), then ends as MODE says: "ok" exits 0, "fail": process 1 exits 3 once both
+# wrote their pids while process 0 sleeps, "hang" sleeps (timeout or interrupt), "chatter" prints forever.
+SPAWNER = """
+import os, pathlib, subprocess, sys, time
+grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+line = f"pid={os.getpid()} grandchild={grandchild.pid}"
+folder = pathlib.Path(os.environ["PIDS"])
+(folder / os.environ["KERAS_DISTRIBUTION_PROCESS_ID"]).write_text(line)
+print(line, flush=True)
+mode = os.environ["MODE"]
+if mode == "ok":
+    sys.exit(0)
+if mode == "fail" and os.environ["KERAS_DISTRIBUTION_PROCESS_ID"] == "1":
+    while len(list(folder.iterdir())) < 2:
+        time.sleep(0.01)
+    sys.exit(3)
+while True:
+    if mode == "chatter":
+        print("x" * 60, flush=True)
+    time.sleep(0.01)
+"""
+
+
+@pytest.fixture(scope="module")
+def spawner(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("spawner") / "spawner.py"
+    path.write_text(SPAWNER)
+    return path
+
+
+def tree_pids(lines) -> list[int]:
+    return [int(n) for line in lines for n in re.findall(r"(?:pid|grandchild)=(\d+)", line)]
+
+
+def all_gone(pids, within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while not all(gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return all(gone(pid) for pid in pids)
+
+
+@pytest.mark.parametrize("mode, status, timeout", [("ok", "ok", 30), ("fail", "failed", 30), ("hang", "timeout", 3)])
+def test_no_process_of_the_tree_survives(spawner, monkeypatch, tmp_path, mode, status, timeout):
+    monkeypatch.setenv("MODE", mode)
+    monkeypatch.setenv("PIDS", str(tmp_path))
+    result = launch(spawner, processes=2, devices_per_process=1, timeout=timeout, echo=False)
+    assert result.status == status, result.message()
+    pids = tree_pids(path.read_text() for path in tmp_path.iterdir())
+    assert len(pids) == 4  # two workers, two grandchildren in sessions of their own
+    assert all_gone(pids, within=0.5)  # gone when launch returns, not some time later
+    no_children_left()
+
+
+def cli(script, *options, **env) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "course_utils.launch", *options, str(script)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
+
+
+def read_pids(stream, workers: int) -> list[int]:
+    pids = []
+    for line in stream:
+        pids += tree_pids([line])
+        if len(pids) == 2 * workers:
+            return pids
+    raise AssertionError("the launcher ended before every worker reported")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_launcher_leaves_nothing(spawner, tmp_path, sig):
+    launcher = cli(spawner, "--processes", "2", "--devices-per-process", "1", "--timeout", "60", MODE="hang",
+                   PIDS=str(tmp_path))
+    pids = read_pids(launcher.stdout, 2)
+    launcher.send_signal(sig)
+    _, err = launcher.communicate(timeout=30)
+    assert launcher.returncode == 130 and "interrupted; stopped every process" in err
+    assert all_gone(pids)
+
+
+def test_output_piped_to_head_ends_quietly(spawner, tmp_path):
+    launcher = cli(spawner, "--processes", "2", "--devices-per-process", "1", "--timeout", "60", MODE="chatter",
+                   PIDS=str(tmp_path))
+    pids = read_pids(launcher.stdout, 2)
+    launcher.stdout.readline()
+    launcher.stdout.close()  # what `| head -n 3` does after its third line
+    err = launcher.stderr.read()
+    assert launcher.wait(timeout=30) == 128 + signal.SIGPIPE
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+    assert all_gone(pids)
+
+
+@pytest.mark.parametrize("options, words", [
+    (["--port", "0"], ["Received: port=0", "each process pick its own port", "Leave the port out"]),
+    (["--port", "70000"], ["from 1 to 65535", "Received: port=70000"]),
+    (["--port", "-1"], ["Received: port=-1"]),
+    (["--timeout", "nan"], ["positive, finite", "timeout=nan"]),
+    (["--timeout", "inf"], ["timeout=inf"]),
+])
+def test_bad_command_line_values_are_refused_before_anything_starts(sleeper, options, words):
+    start = time.monotonic()
+    launcher = cli(sleeper, "--processes", "2", "--devices-per-process", "1", *options)
+    out, err = launcher.communicate(timeout=60)
+    assert launcher.returncode == 2 and time.monotonic() - start < 30
+    assert "Traceback" not in err and out == ""  # no worker ever printed
+    for word in words:
+        assert word in err
+
+
+def test_silence_is_reported_while_waiting(sleeper, monkeypatch, capsys):
+    monkeypatch.setattr(process_group, "QUIET_NOTICE_S", 0.5)
+    result = launch(sleeper, processes=1, devices_per_process=1, timeout=2.5)
+    assert result.status == "timeout"
+    printed = capsys.readouterr().out
+    assert "[launch] no output for 0.5 s from any process; still waiting (stopping all at the timeout, in" in printed
