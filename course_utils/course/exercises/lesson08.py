@@ -1,0 +1,84 @@
+"""Checkers for lesson 08: a real model's mesh (FSDP beside tensor parallelism), and will it fit?"""
+
+from __future__ import annotations
+
+from course_utils.course.exercises.core import exercise
+
+GATING = "decoder_block_0/ffw_gating/kernel"
+GATING_SHAPE = (64, 128)  # the lesson's tiny Gemma: hidden 64, feed-forward 128
+DEVICE_GIB = 16
+
+
+def _official_layout(shape):
+    import keras_hub
+
+    from course_utils.mesh import make_mesh
+    from course_utils.sizing import MESH_AXES
+
+    return keras_hub.models.GemmaBackbone.get_layout_map(make_mesh(shape, MESH_AXES))[GATING]
+
+
+@exercise("08.1", "The shard shape of decoder_block_0/ffw_gating/kernel (64, 128) under Gemma's own map on the (2, 4) mesh.")
+def gating_shard_shape(answer) -> str | None:
+    """Asks Keras's lookup of the official map for the layout, and JAX for the shard shape."""
+    from course_utils.placements import planned_placement
+
+    try:
+        answer = tuple(int(n) for n in answer)
+    except TypeError:
+        return "Give a shape as a tuple of two numbers, like (64, 128)."
+    expected = planned_placement(GATING_SHAPE, _official_layout((2, 4))).shard_shape
+    if answer == expected:
+        return None
+    if answer == (64, 32):
+        return ("That is tensor parallelism alone: columns over 'model'. The map's first entry is 'batch': "
+                "the rows are split too, over the 2 devices of 'batch'.")
+    if answer == (32, 128):
+        return "Rows over 'batch', yes; the columns are split over 'model' (4 devices) as well."
+    if answer in ((16, 64), (128, 16)):
+        return "Look at the order of the map's entries: the first dimension goes with 'batch' (size 2)."
+    return f"The layout is {tuple(_official_layout((2, 4)).axes)} on a (2, 4) mesh: divide each dimension."
+
+
+@exercise("08.2", "Gemma 7B, Adam, float32, on a 2 x 4 mesh of 16 GiB devices: which layout's training state fits?")
+def layout_that_fits(answer) -> str | None:
+    """Plans the training state of Gemma 7B from shapes under every layout and checks the answer."""
+    from course_utils.sizing import GIB, LAYOUTS, abstract_model, training_memory
+
+    if answer not in LAYOUTS:
+        return f"Answer one of {list(LAYOUTS)}."
+    gemma = abstract_model("gemma_7b_en")
+    totals = {layout: training_memory(gemma, (2, 4), layout=layout).max_total / GIB for layout in LAYOUTS}
+    fitting = [layout for layout in LAYOUTS if totals[layout] <= DEVICE_GIB]
+    if answer in fitting:
+        return None
+    if answer == "replicated":
+        return (f"Every device would hold all of it: {totals[answer]:.0f} GiB. Sixteen bytes a parameter "
+                f"(weights, gradients, two Adam moments) times 8.5 billion parameters.")
+    return (f"Tensor parallelism alone splits each weight over the 4 devices of 'model' only: "
+            f"{totals[answer]:.1f} GiB per device. Which layout splits it over all 8?")
+
+
+@exercise("08.3", "Llama 3 8B under its official map: the path of the largest weight that stays whole on every device.")
+def largest_replicated(answer) -> str | None:
+    """Asks the official map (Keras's lookup) for every shape-only Llama 3 8B weight's layout."""
+    import math
+
+    from course_utils.mesh import make_mesh
+    from course_utils.sizing import MESH_AXES, abstract_model, layout_for
+
+    if not isinstance(answer, str):
+        return "Give a variable path as a string, like 'token_embedding/embeddings'."
+    llama = abstract_model("llama3_8b_en")
+    dist = layout_for(type(llama), make_mesh((2, 4), MESH_AXES), "official")
+    whole = {v.path: math.prod(v.shape) for v in llama.weights
+             if all(a is None for a in dist.get_variable_layout(v).axes)}
+    expected = max(whole, key=whole.get)
+    if answer == expected:
+        return None
+    if answer in whole:
+        return f"{answer} stays whole, but it is small ({whole[answer]:,} numbers). Look for a bigger one."
+    if answer == "token_embedding/embeddings":
+        return ("That one is split (vocabulary over 'model', hidden over 'batch'). Llama does not tie its "
+                "output projection to its input embedding: look for the embedding's second weight.")
+    return f"{answer!r} is not a weight that stays whole. Loop over llama.weights and ask dist.get_variable_layout(v)."
