@@ -26,9 +26,23 @@ def test_three_verdicts():
     assert "❌" in repr(wrong) and "99.1" in wrong._repr_html_()
 
 
+@exercise("99.3", "Which mesh shape?", form="a mesh shape as a tuple (data size, model size), e.g. (4, 2)")
+def _mesh_shape(answer):
+    return None if tuple(int(n) for n in answer) == (2, 4) else "not that shape"
+
+
 def test_a_checker_that_raises_says_not_yet():
     verdict = check("99.2", 42)
     assert verdict.status == "not yet" and "AttributeError" in verdict.message
+    assert "Received: 42 (type int)" in verdict.message and "exercise cell's comment" in verdict.message
+
+
+def test_an_answer_in_the_wrong_form_names_the_form_expected():
+    verdict = check("99.3", "4x2")
+    assert verdict.status == "not yet"
+    assert verdict.message.startswith("Hint: This exercise needs a mesh shape as a tuple (data size, model size), "
+                                      "e.g. (4, 2). Received: '4x2' (type str), which it cannot read (ValueError:")
+    assert check("99.3", (2, 4)).ok
 
 
 def test_unknown_exercise_and_double_registration():

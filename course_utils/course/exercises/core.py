@@ -17,15 +17,18 @@ _MARKS = {CORRECT: ("✅", "#e6f4ea"), NOT_YET: ("❌", "#fdecea"), NOT_ATTEMPTE
 
 @dataclass(frozen=True)
 class Exercise:
-    """A registered exercise: its id, a one-line prompt and its checker.
+    """A registered exercise: its id, a one-line prompt, its checker and the answer's form.
 
     The checker takes the learner's answer and returns `None` when it is
-    right, or a hint saying what is off.
+    right, or a hint saying what is off. `form` says what kind of answer it
+    reads ("a mesh shape as a tuple, e.g. (4, 2)"); the hint names it when
+    an answer in another form breaks the checker.
     """
 
     id: str
     prompt: str
     checker: Callable[[object], str | None]
+    form: str = ""
 
 
 @dataclass(frozen=True)
@@ -55,13 +58,24 @@ EXERCISES: dict[str, Exercise] = {}
 _log: list[Verdict] = []
 
 
-def exercise(exercise_id: str, prompt: str):
-    """Registers a checker function under an exercise id (a decorator)."""
+def exercise(exercise_id: str, prompt: str, *, form: str = ""):
+    """Registers a checker function under an exercise id (a decorator).
+
+    Args:
+        exercise_id: The id, e.g. `"03.3"`.
+        prompt: The question in one line.
+        form: What kind of answer the checker reads, e.g. `"a mesh shape as
+            a tuple (data size, model size), e.g. (4, 2)"`.
+
+    Example:
+        >>> @exercise("03.2", "Predict the shard shape.", form="a tuple of two whole numbers, e.g. (128, 10)")
+        ... def shard_shape(answer): ...
+    """
 
     def register(checker):
         if exercise_id in EXERCISES:
             raise ValueError(f"Exercise {exercise_id!r} is registered twice.")
-        EXERCISES[exercise_id] = Exercise(exercise_id, prompt, checker)
+        EXERCISES[exercise_id] = Exercise(exercise_id, prompt, checker, form)
         return checker
 
     return register
@@ -85,12 +99,23 @@ def check(exercise_id: str, answer=...) -> Verdict:
     else:
         try:
             hint = EXERCISES[exercise_id].checker(answer)
-        except Exception as error:  # a wrong answer may break the checker's probing
-            hint = f"Checking your answer raised {type(error).__name__}: {error}"
+        except Exception as error:  # an answer in another form breaks the checker's probing
+            hint = _unreadable(EXERCISES[exercise_id], answer, error)
         verdict = (Verdict(exercise_id, CORRECT, "Well done.") if hint is None
                    else Verdict(exercise_id, NOT_YET, f"Hint: {hint}"))
     _log.append(verdict)
     return verdict
+
+
+def _unreadable(entry: Exercise, answer, error: Exception) -> str:
+    """The hint for an answer the checker could not read: what it got, and the form it reads."""
+    shown = repr(answer)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    received = f"Received: {shown} (type {type(answer).__name__}), which it cannot read ({type(error).__name__}: {error})."
+    if entry.form:
+        return f"This exercise needs {entry.form}. {received}"
+    return (f"This answer is not in the form the exercise reads. {received} "
+            f"Write it like the example in the exercise cell's comment.")
 
 
 def results() -> list[Verdict]:
