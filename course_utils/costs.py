@@ -14,11 +14,18 @@ import numpy as np
 
 from course_utils._table import Table
 from course_utils.devices import scope_for
-from course_utils.keras_internals import all_layers, is_leaf, state_shardings, training_state
-from course_utils.hlo import Collective, parse_collectives
+from course_utils.collectives import LayerTable, attribute, by_layer, expected_collectives, not_modelled
+from course_utils.hlo import Collective, collective_ops, parse_collectives
+from course_utils.keras_internals import state_shardings, symbolic_build, training_state
+from course_utils.layer_outputs import layer_outputs
 from course_utils.placements import placement
 
 SCALAR_SLACK = 64  # bytes: the loss and metric scalars ride along with the gradients
+# XLA's CPU backend optimisations: off. The SPMD partitioner, which inserts the collectives, runs before them.
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+__all__ = ["CommunicationReport", "MemoryReport", "communication_report", "compiled_train_step",
+           "expected_collectives", "memory_report", "training_batch"]
 
 
 @dataclass(frozen=True)
@@ -60,10 +67,8 @@ def memory_report(model, distribution=None) -> MemoryReport:
             optimizer is built if it was not yet.
         distribution: The distribution it was built under (for the title).
     """
-    optimizer = getattr(model, "optimizer", None)
-    if optimizer is None:
-        raise ValueError(f"memory_report needs a compiled model; {model.name!r} has no optimizer. "
-                         f"Call model.compile(optimizer=..., loss=...) first.")
+    _check_trainable(model, "memory_report")
+    optimizer = model.optimizer
     if not optimizer.built:
         with scope_for(distribution):
             optimizer.build(model.trainable_variables)
@@ -86,14 +91,26 @@ def _bytes(variables) -> dict[str, int]:
 
 
 class CommunicationReport(Table):
-    """Collectives found in a compiled training step, beside the layout's expectation."""
+    """Collectives found in a compiled training step, beside the layout's expectation.
+
+    Attributes:
+        compiled: The program's collectives summed per kind and axes (`hlo.Collective`).
+        expected: What the layout predicts (`expected_collectives`).
+        rows: One `CollectiveRow` per compiled collective: layer, op, pass,
+            kind, axes, bytes, the weight it moves, and a one-line reason.
+        not_modelled: What the expectation leaves out, one line each.
+        hlo: The compiled program's text.
+    """
 
     columns = ("kind", "over axes", "count", "bytes per device", "source")
 
-    def __init__(self, compiled, expected, *, title: str):
+    def __init__(self, compiled, expected, *, title: str, rows=(), not_modelled=(), hlo: str = ""):
         super().__init__(list(compiled) + list(expected), title=title)
         self.compiled = list(compiled)
         self.expected = list(expected)
+        self.collectives = list(rows)
+        self.not_modelled = list(not_modelled)
+        self.hlo = hlo
 
     def cells(self, row: Collective) -> list[str]:
         return [row.kind, "+".join(row.axes) or "-", str(row.count), f"{row.bytes:,}", row.source]
@@ -102,18 +119,52 @@ class CommunicationReport(Table):
         """Compiled bytes per device of `kind` collectives over exactly these axes."""
         return sum(c.bytes for c in self.compiled if c.kind == kind and c.axes == tuple(axes))
 
+    def by_layer(self) -> LayerTable:
+        """The compiled collectives per layer, operation and pass, with the reason for each."""
+        return by_layer(self.collectives, title=f"{self.title}: collectives by layer")
+
     @property
     def agrees(self) -> bool:
         """Every expected collective is in the program, and nothing large is unexplained."""
-        expected = _sum_by_key(self.expected)
-        found = _sum_by_key(self.compiled)
-        matched = all(found.get(k, 0) >= n and found.get(k, 0) - n <= SCALAR_SLACK for k, n in expected.items())
-        unexplained = [k for k, n in found.items() if k not in expected and n > SCALAR_SLACK]
-        return matched and not unexplained
+        return not self.differences()
+
+    def differences(self) -> list[str]:
+        """Where program and expectation part, one line each, naming the layers involved (empty: they agree)."""
+        expected, found = _sum_by_key(self.expected), _sum_by_key(self.compiled)
+        lines = []
+        for key, n in expected.items():
+            got = found.get(key, 0)
+            if not (n <= got <= n + SCALAR_SLACK):
+                lines.append(f"expected {n:,} bytes of {_label(key)}, the program has {got:,}"
+                             f"{self._layers_of(key)}")
+        for key, n in found.items():
+            if key not in expected and n > SCALAR_SLACK:
+                lines.append(f"not expected: {n:,} bytes of {_label(key)}{self._layers_of(key)}")
+        return lines
+
+    def _layers_of(self, key) -> str:
+        layers = list(dict.fromkeys(r.layer for r in self.collectives if (r.kind, r.axes) == key))
+        if not layers:
+            return ""
+        return f", from {', '.join(layers[:4])}{' and more' if len(layers) > 4 else ''} (see .by_layer())"
 
     def __repr__(self) -> str:
-        verdict = "compiled program and expectation AGREE" if self.agrees else "compiled program and expectation DIFFER"
-        return f"{super().__repr__()}\n{verdict}"
+        differences = self.differences()
+        if not differences:
+            return f"{super().__repr__()}\ncompiled program and expectation AGREE"
+        lines = [f"{super().__repr__()}\ncompiled program and expectation DIFFER:"]
+        lines += [f"- {line}" for line in differences]
+        if self.not_modelled:
+            lines.append(f"The expectation does not model {len(self.not_modelled)} weight(s):")
+            lines += [f"- {note}" for note in self.not_modelled[:8]]
+            if len(self.not_modelled) > 8:
+                lines.append(f"- ... and {len(self.not_modelled) - 8} more (.not_modelled)")
+        return "\n".join(lines)
+
+
+def _label(key) -> str:
+    kind, axes = key
+    return f"{kind} over {'+'.join(axes) or 'no axis'}"
 
 
 def _sum_by_key(rows) -> dict[tuple, int]:
@@ -123,97 +174,130 @@ def _sum_by_key(rows) -> dict[tuple, int]:
     return sums
 
 
-def communication_report(model, distribution, batch_shape, *, target_shape=None,
-                         target_dtype="float32") -> CommunicationReport:
-    """Compiles one real training step and lists its collectives.
+def communication_report(model, distribution, batch, *, target_shape=None,
+                         target_dtype=None) -> CommunicationReport:
+    """Compiles one real training step, as `fit` would run it, and lists its collectives.
 
     Args:
         model: A compiled Keras model built under `distribution`.
         distribution: A `DataParallel` or `ModelParallel` distribution.
-        batch_shape: The global shape of one input batch, e.g. `(64, 784)`.
-        target_shape: The global shape of the targets; defaults to the
-            model's output shape for this batch.
-        target_dtype: The targets' dtype (e.g. "int32" for sparse labels).
+        batch: One global batch as `fit` takes it: `(x, y)` or
+            `(x, y, sample_weight)`, each an array or a dict of arrays (only
+            shapes and dtypes are read; `jax.ShapeDtypeStruct`s work too).
+            Or just the input's shape, e.g. `(64, 784)`: the targets then
+            follow `target_shape` / `target_dtype`, by default the model's
+            output (its last axis dropped and int32 for a sparse loss).
+        target_shape: With a shape for `batch`: the targets' global shape.
+        target_dtype: With a shape for `batch`: the targets' dtype.
 
     Returns:
-        A `CommunicationReport`: what XLA put in the program and what the
-        layout predicts; `.agrees` checks the two against each other.
+        A `CommunicationReport`: `.compiled` (per kind and axes),
+        `.collectives` (per instruction, attributed to layers), `.by_layer()`,
+        `.expected`, `.agrees`, `.differences()`, `.bytes_over(*axes)`.
+
+    Example:
+        >>> report = communication_report(causal_lm, distribution, (x, y))
+        >>> report.by_layer()
     """
-    hlo = compiled_train_step(model, distribution, batch_shape, target_shape, target_dtype)
+    _check_trainable(model, "communication_report")
+    data = training_batch(model, batch, target_shape, target_dtype)
+    hlo = compiled_train_step(model, distribution, data)
     mesh = distribution.device_mesh
+    ops = collective_ops(hlo, tuple(mesh.axis_names), tuple(mesh.shape))
     compiled = parse_collectives(hlo, tuple(mesh.axis_names), tuple(mesh.shape))
-    expected = expected_collectives(model, distribution, batch_shape)
-    return CommunicationReport(compiled, expected, title=(
-        f"One training step of {model.name}, batch {tuple(batch_shape)}, "
-        f"{type(distribution).__name__} on {tuple(mesh.shape)} {tuple(mesh.axis_names)}"))
+    outputs = layer_outputs(model, data[0])
+    first = jax_leaves(data[0])[0]
+    expected = expected_collectives(model, distribution, tuple(first.shape), outputs=outputs)
+    shapes = ", ".join(str(tuple(leaf.shape)) for leaf in jax_leaves(data[0]))
+    return CommunicationReport(
+        compiled, expected, rows=attribute(ops, model, distribution, outputs),
+        not_modelled=not_modelled(model, distribution), hlo=hlo,
+        title=(f"One training step of {model.name}, batch {shapes}, "
+               f"{type(distribution).__name__} on {tuple(mesh.shape)} {tuple(mesh.axis_names)}"))
 
 
-def compiled_train_step(model, distribution, batch_shape, target_shape=None, target_dtype="float32") -> str:
-    """The text of Keras's training step compiled by XLA under `distribution`."""
+def jax_leaves(tree) -> list:
     import jax
 
-    batch_shape = tuple(batch_shape)
+    return jax.tree.leaves(tree)
+
+
+def _check_trainable(model, what: str) -> None:
+    if not getattr(model, "built", False) or not model.variables:
+        raise ValueError(f"{what} needs a built model; {model.name!r} has no variables yet. Build it inside "
+                         f"distribution.scope(): give it a keras.Input, or call model.build(input_shape).")
+    if getattr(model, "optimizer", None) is None:
+        raise ValueError(f"{what} needs a compiled model; {model.name!r} has no optimizer. "
+                         f"Call model.compile(optimizer=..., loss=...) first.")
+
+
+def training_batch(model, batch, target_shape=None, target_dtype=None) -> tuple:
+    """`(x, y[, sample_weight])` as `jax.ShapeDtypeStruct`s, from a batch or from the input's shape."""
+    import jax
+
+    if isinstance(batch, (tuple, list)) and batch and all(isinstance(d, (int, np.integer)) for d in batch):
+        x = jax.ShapeDtypeStruct(tuple(int(d) for d in batch), _input_dtype(model))
+        return x, _default_targets(model, x, target_shape, target_dtype)
+    if target_shape is not None or target_dtype is not None:
+        raise ValueError("target_shape and target_dtype go with a batch given as a shape; with a real batch "
+                         f"(x, y), y says them. Received: target_shape={target_shape}, target_dtype={target_dtype}.")
+    parts = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
+    if not 1 <= len(parts) <= 3:
+        raise ValueError(f"batch must be (x, y) or (x, y, sample_weight) as fit takes it, or the input's "
+                         f"shape. Received a {type(batch).__name__} of {len(parts)} items.")
+    try:
+        return jax.tree.map(lambda a: jax.ShapeDtypeStruct(tuple(a.shape), np.dtype(a.dtype)), parts)
+    except (AttributeError, TypeError) as error:
+        raise ValueError(f"Every leaf of batch needs .shape and .dtype (arrays or jax.ShapeDtypeStruct). "
+                         f"Received: {batch!r:.200}. ({error})") from None
+
+
+def _input_dtype(model) -> str:
+    inputs = getattr(model, "inputs", None) or []
+    return inputs[0].dtype if inputs else "float32"
+
+
+def _default_targets(model, x, target_shape, target_dtype):
+    import jax
+    import keras
+
     if target_shape is None:
-        target_shape = tuple(model.compute_output_shape(batch_shape))
+        output = model.compute_output_spec(keras.KerasTensor(x.shape, x.dtype))
+        target_shape = tuple(output.shape)
+        if _sparse_loss(model):
+            target_shape = target_shape[:-1]
+    dtype = target_dtype or ("int32" if _sparse_loss(model) else "float32")
+    return jax.ShapeDtypeStruct(tuple(target_shape), dtype)
+
+
+def _sparse_loss(model) -> bool:
+    loss = getattr(model, "loss", None)
+    name = loss if isinstance(loss, str) else getattr(loss, "name", "") or getattr(getattr(loss, "fn", None), "__name__", "")
+    return "sparse" in str(name)
+
+
+def compiled_train_step(model, distribution, batch) -> str:
+    """The text of Keras's training step compiled by XLA under `distribution`.
+
+    Args:
+        model: A compiled, built model.
+        distribution: The distribution the step runs under.
+        batch: `(x, y[, sample_weight])` of `jax.ShapeDtypeStruct`s (see `training_batch`);
+            each is laid out as `fit` lays out data (`distribution.get_data_layout`).
+
+    The program is compiled with XLA's backend optimisations off (they do not
+    change the collectives the partitioner inserts, and cost most of the time).
+    """
+    import jax
+
+    def laid_out(spec):
+        return jax.ShapeDtypeStruct(spec.shape, spec.dtype,
+                                    sharding=distribution.get_data_layout(spec.shape).backend_layout)
+
+    batch = jax.tree.map(laid_out, batch)
     with distribution.scope():
-        if not model.optimizer.built:
-            model.optimizer.build(model.trainable_variables)
+        symbolic_build(model, batch)
         state = training_state(model)
         step = jax.jit(model.train_step, out_shardings=(None, state_shardings(model)))
-        x = _abstract(batch_shape, model.inputs[0].dtype if model.inputs else "float32", distribution)
-        y = _abstract(tuple(target_shape), target_dtype, distribution)
-        return step.lower(state, (x, y)).compile().as_text()
-
-
-def _abstract(shape, dtype, distribution):
-    import jax
-
-    return jax.ShapeDtypeStruct(shape, dtype, sharding=distribution.get_data_layout(shape).backend_layout)
-
-
-def expected_collectives(model, distribution, batch_shape) -> list[Collective]:
-    """What the layout predicts a training step must communicate.
-
-    - Every trainable weight's gradient is summed over the batch axis
-      (all-reduce of the weight's shard, when that axis has more than one device).
-    - A Dense-like kernel split over its input dimension produces partial
-      sums of its output, combined over that axis (all-reduce of the
-      per-device output rows).
-    - A kernel split over its output dimension, whose input needs a
-      gradient, combines the partial input gradients over that axis.
-    """
-    mesh = distribution.device_mesh
-    sizes = dict(zip(mesh.axis_names, mesh.shape))
-    batch_axis = distribution.batch_dim_name
-    rows_per_device = batch_shape[0] // sizes.get(batch_axis, 1)
-    expected = []
-    gradient_bytes = 0
-    if sizes.get(batch_axis, 1) > 1:
-        for variable in model.trainable_variables:
-            gradient_bytes += max(placement(variable).bytes_per_device.values())
-        expected.append(Collective("all-reduce", (batch_axis,), 1, gradient_bytes,
-                                   f"expected: every weight's gradient summed over '{batch_axis}'"))
-    for layer, kernel in _dense_kernels(model):
-        axes = tuple(distribution.get_variable_layout(kernel).axes)
-        itemsize = np.dtype(kernel.dtype).itemsize
-        if axes[0] is not None and sizes[axes[0]] > 1:
-            expected.append(Collective("all-reduce", (axes[0],), 1, rows_per_device * kernel.shape[1] * itemsize,
-                                       f"expected: partial sums of {layer.name}'s output combined over '{axes[0]}'"))
-        if axes[1] is not None and sizes[axes[1]] > 1 and not _takes_model_input(model, layer):
-            expected.append(Collective("all-reduce", (axes[1],), 1, rows_per_device * kernel.shape[0] * itemsize,
-                                       f"expected: {layer.name}'s input gradient combined over '{axes[1]}'"))
-    return expected
-
-
-def _dense_kernels(model):
-    for layer in all_layers(model, include_self=False):
-        kernel = getattr(layer, "kernel", None)
-        if kernel is not None and len(kernel.shape) == 2 and is_leaf(layer):
-            yield layer, kernel
-
-
-def _takes_model_input(model, layer) -> bool:
-    try:
-        return any(layer.input is tensor for tensor in model.inputs)
-    except (AttributeError, ValueError):
-        return False
+        lowered = step.lower(state, batch)
+        return lowered.compile(compiler_options=FAST_COMPILE).as_text()

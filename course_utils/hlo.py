@@ -30,27 +30,178 @@ class Collective:
     source: str  # "compiled" or the reason it is expected
 
 
+@dataclass(frozen=True)
+class Source:
+    """The operation a compiled instruction came from, read from its `metadata={op_name=...}`.
+
+    Attributes:
+        scope: The JAX name stack of the operation with transformations
+            unwrapped, e.g. "gemma_backbone/decoder_block_0/ffw_gating"
+            (Keras layers open one name scope each).
+        op: The JAX primitive, e.g. "dot_general" or "reduce_sum".
+        backward: True inside the gradient (a `transpose(...)` of the forward pass).
+        detail: Name scopes that are not layers, e.g. an einsum's equation "btd,df->btf".
+    """
+
+    scope: str
+    op: str
+    backward: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class CollectiveOp:
+    """One collective instruction of a compiled program, with what XLA recorded about it.
+
+    Attributes:
+        name: The instruction's name in the program, e.g. "all-gather.30".
+        kind: "all-reduce", "all-gather", "reduce-scatter", "all-to-all" or "collective-permute".
+        axes: The mesh axes its device groups span.
+        bytes: Bytes of its result on each device.
+        shapes: The per-device shape of each result.
+        sources: The operations it was inserted for (several when XLA combined
+            collectives); empty when XLA recorded none.
+        operand: The program input its operand comes from, unchanged but for
+            copies and layouts: e.g. "state[0][7]" (trainable variable 7) or
+            "data[0]['token_ids']"; "" when it is computed.
+    """
+
+    name: str
+    kind: str
+    axes: tuple[str, ...]
+    bytes: int
+    shapes: tuple[tuple[int, ...], ...]
+    sources: tuple[Source, ...]
+    operand: str = ""
+
+
 _OP = re.compile(r"=\s*(\(.*?\)|[a-z0-9]+\[[0-9,]*\](?:\{[^}]*\})?)\s+(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*(?:\(.*?\)|\S+)\s+([\w\-]+)\(([^)]*)\)")
+_OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
 _ARRAY = re.compile(r"([a-z]+[0-9]*)\[([0-9,]*)\]")
 _BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
           "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16}
+_PASS_THROUGH = ("bitcast", "copy", "fusion", "transpose", "reshape", "copy-start", "copy-done")
+_MOVES = {"wrapped", "copy", "bitcast", "transpose", "reshape"} | {str(i) for i in range(1000)}
 
 
 def parse_collectives(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int, ...]) -> list[Collective]:
     """Collectives in compiled HLO text, grouped by kind and mesh axes."""
     found: dict[tuple, list[int]] = {}
-    for line in hlo.splitlines():
+    for op in collective_ops(hlo, axis_names, mesh_shape):
+        entry = found.setdefault((op.kind, op.axes), [0, 0])
+        entry[0] += 1
+        entry[1] += op.bytes
+    return [Collective(kind, axes, n, size, "compiled") for (kind, axes), (n, size) in found.items()]
+
+
+def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int, ...]) -> list[CollectiveOp]:
+    """Every collective instruction in compiled HLO text, in program order, with its sources.
+
+    Example:
+        >>> text = jax.jit(f).lower(x).compile().as_text()
+        >>> [(c.kind, c.axes, c.sources[0].scope) for c in collective_ops(text, ("data",), (8,))]
+    """
+    lines = hlo.splitlines()
+    producers = {}
+    for line in lines:
+        match = _INSTRUCTION.match(line)
+        if match:
+            producers[match.group(1)] = (match.group(2), re.findall(r"%([\w.\-]+)", match.group(3)), line)
+    ops = []
+    for line in lines:
         match = _OP.search(line)
         if not match:
             continue
         result, kind = match.groups()
-        size = sum(_BYTES.get(t, 4) * math.prod(int(d) for d in dims.split(",") if d)
-                   for t, dims in _ARRAY.findall(result))
-        axes = _axes_of(line, axis_names, mesh_shape)
-        entry = found.setdefault((kind, axes), [0, 0])
-        entry[0] += 1
-        entry[1] += size
-    return [Collective(kind, axes, n, size, "compiled") for (kind, axes), (n, size) in found.items()]
+        arrays = [(t, tuple(int(d) for d in dims.split(",") if d)) for t, dims in _ARRAY.findall(result)]
+        size = sum(_BYTES.get(t, 4) * math.prod(dims) for t, dims in arrays)
+        instruction = _INSTRUCTION.match(line)
+        name, operands = (instruction.group(1), re.findall(r"%([\w.\-]+)", instruction.group(3))) \
+            if instruction else ("", [])
+        op_name = _OP_NAME.search(line)
+        ops.append(CollectiveOp(
+            name=name, kind=kind, axes=_axes_of(line, axis_names, mesh_shape), bytes=size,
+            shapes=tuple(dims for _, dims in arrays),
+            sources=parse_op_name(op_name.group(1)) if op_name else (),
+            operand=_program_input(operands, producers),
+        ))
+    return ops
+
+
+def _program_input(operands, producers, depth: int = 8) -> str:
+    """The parameter an operand is read from through copies and layout changes ("" if computed)."""
+    if len(operands) != 1 or depth == 0 or operands[0] not in producers:
+        return ""
+    opcode, inner, line = producers[operands[0]]
+    if opcode == "parameter":
+        op_name = _OP_NAME.search(line)
+        return op_name.group(1).replace("\\'", "'") if op_name else ""
+    moves_only = opcode != "fusion" or set(re.split(r"[_.]", operands[0])) <= _MOVES | {"fusion"}
+    if opcode in _PASS_THROUGH and moves_only:
+        return _program_input(inner, producers, depth - 1)
+    return ""
+
+
+def parse_op_name(op_name: str) -> tuple[Source, ...]:
+    """The operations named by one `op_name`, e.g. "jit(step)/transpose(jvp(m))/d1/dot_general".
+
+    Transformations (`jvp(...)`, `transpose(...)`) are unwrapped, jitted
+    function names (`jit(...)`) dropped; a combined name "a/(b/x:c/y)" is
+    one source per alternative.
+    """
+    sources = []
+    for parts, backward in _expand(_split(op_name, "/"), False):
+        names = [p for p in parts if p]
+        if not names:
+            continue
+        scopes = [n for n in names[:-1] if not _is_detail(n)]
+        details = [n for n in names[:-1] if _is_detail(n)]
+        sources.append(Source("/".join(scopes), names[-1], backward, " ".join(details)))
+    return tuple(sources)
+
+
+def _expand(parts: list[str], backward: bool):
+    """Yields (plain names, backward) for each alternative spelled by `parts`."""
+    if not parts:
+        yield [], backward
+        return
+    head, rest = parts[0], parts[1:]
+    wrapper = re.fullmatch(r"([\w\-]+)\((.*)\)", head)
+    if head.startswith("(") and head.endswith(")"):
+        alternatives = [_split(a, "/") for a in _split(head[1:-1], ":")]
+    elif wrapper and wrapper.group(1) in ("jit", "pjit"):
+        alternatives = [[]]
+    elif wrapper:
+        alternatives = [_split(wrapper.group(2), "/")]
+        backward = backward or wrapper.group(1) == "transpose"
+    else:
+        alternatives = None
+    if alternatives is None:
+        for tail, back in _expand(rest, backward):
+            yield [head] + tail, back
+        return
+    for alternative in alternatives:
+        for inner, back in _expand(alternative, backward):
+            for tail, back2 in _expand(rest, back):
+                yield inner + tail, back2
+
+
+def _split(text: str, sep: str) -> list[str]:
+    """Splits `text` at `sep` outside parentheses."""
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if ch == sep and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    return parts + [current]
+
+
+def _is_detail(name: str) -> bool:
+    return "->" in name or "," in name
 
 
 def _axes_of(line: str, axis_names, mesh_shape) -> tuple[str, ...]:

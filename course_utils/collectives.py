@@ -1,0 +1,253 @@
+"""Why each collective of a compiled training step is there: its Keras layer, its operation, a reason.
+
+The layer and the operation come from the compiled program itself: XLA keeps
+the JAX name stack of the operation a collective was inserted for
+(`metadata={op_name=...}`, see `hlo.collective_ops`), and every Keras layer
+opens one name scope (`layer_outputs` maps scopes to layer paths). The reason
+joins that with the layout Keras gave the weights (`get_variable_layout`).
+
+`expected_collectives` is the layout's prediction, with what it leaves out
+said plainly (`not_modelled`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from course_utils._table import Table
+from course_utils.hlo import Collective, CollectiveOp
+from course_utils.placements import placement
+
+LOSS, STEP = "(loss)", "(training step)"
+
+
+@dataclass(frozen=True)
+class CollectiveRow:
+    """One compiled collective, attributed to its source.
+
+    Attributes:
+        layer: Keras path of the layer it was inserted for, "(loss)" or
+            "(training step)" (optimizer update, or no source recorded).
+        op: The JAX operation, e.g. "dot_general"; "" when XLA recorded none.
+        pass_: "forward", "backward" or "" (unknown).
+        kind: The collective, e.g. "all-gather".
+        axes: Mesh axes it runs over.
+        bytes: Bytes of its result per device.
+        weight: Path of the weight it moves, when its operand is one ("" otherwise).
+        reason: One line on why XLA inserted it.
+        name: The instruction's name in the compiled program.
+    """
+
+    layer: str
+    op: str
+    pass_: str
+    kind: str
+    axes: tuple[str, ...]
+    bytes: int
+    weight: str
+    reason: str
+    name: str
+
+
+class LayerTable(Table):
+    """Compiled collectives summed per layer, operation, pass, kind and axes (`CommunicationReport.by_layer()`)."""
+
+    columns = ("layer", "op", "pass", "kind", "over axes", "count", "bytes per device", "reason")
+
+    def cells(self, row) -> list[str]:
+        return [row["layer"], row["op"] or "-", row["pass"] or "-", row["kind"], "+".join(row["axes"]) or "-",
+                str(row["count"]), f"{row['bytes']:,}", row["reason"]]
+
+
+def by_layer(rows: list[CollectiveRow], *, title: str = "") -> LayerTable:
+    """Sums `rows` that share layer, op, pass, kind and axes; keeps the first reason of each group."""
+    groups: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r.layer, r.op, r.pass_, r.kind, r.axes)
+        entry = groups.setdefault(key, {"layer": r.layer, "op": r.op, "pass": r.pass_, "kind": r.kind,
+                                        "axes": r.axes, "count": 0, "bytes": 0, "reason": r.reason})
+        entry["count"] += 1
+        entry["bytes"] += r.bytes
+    return LayerTable(list(groups.values()), title=title)
+
+
+def attribute(ops: list[CollectiveOp], model, distribution, outputs) -> list[CollectiveRow]:
+    """One `CollectiveRow` per compiled collective instruction.
+
+    Args:
+        ops: The program's collectives (`hlo.collective_ops`).
+        model: The model whose training step was compiled.
+        distribution: The distribution it was compiled under.
+        outputs: `layer_outputs(model, ...)`: the scope of every layer call.
+    """
+    prefix = f"{model.name}/"
+    scopes = {o.scope.removeprefix(prefix): o.layer for o in outputs}
+    trainable = list(model.trainable_variables)
+    rows = []
+    for op in ops:
+        source = op.sources[0] if op.sources else None
+        layers = list(dict.fromkeys(_layer_of(src.scope, scopes) for src in op.sources)) or [STEP]
+        layer = " + ".join(layers[:3]) + (f" + {len(layers) - 3} more" if len(layers) > 3 else "")
+        weight = _weight_of(op.operand, trainable)
+        rows.append(CollectiveRow(
+            layer=layer, op=source.op if source else "", kind=op.kind, axes=op.axes, bytes=op.bytes,
+            pass_=("backward" if source.backward else "forward") if source else "",
+            weight=weight.path if weight is not None else "", name=op.name,
+            reason=_reason(op, source, layer, weight, model, distribution),
+        ))
+    return rows
+
+
+def _layer_of(scope: str, scopes: dict[str, str]) -> str:
+    parts = scope.split("/") if scope else []
+    for end in range(len(parts), 0, -1):
+        found = scopes.get("/".join(parts[:end]))
+        if found is not None:
+            return found
+    return LOSS if parts and parts[0] == "compile_loss" else STEP
+
+
+def _weight_of(operand: str, trainable):
+    match = re.fullmatch(r"state\[0\]\[(\d+)\]", operand)
+    return trainable[int(match.group(1))] if match and int(match.group(1)) < len(trainable) else None
+
+
+def _reason(op: CollectiveOp, source, layer: str, weight, model, distribution) -> str:
+    over = "+".join(op.axes) or "all devices"
+    if source is None:
+        return "XLA recorded no source: most often the optimizer's update of a split weight, or a transfer it combined"
+    when = "in the backward pass" if source.backward else "in the forward pass"
+    if weight is not None:
+        axes = tuple(distribution.get_variable_layout(weight).axes)
+        if op.kind == "all-gather":
+            return (f"{weight.path} is split {axes} and {source.op} needs it whole along {over}: "
+                    f"XLA gathers it {when}")
+        return f"{weight.path} (split {axes}) is moved by a {op.kind} over {over} for {source.op} {when}"
+    if op.kind in ("all-reduce", "reduce-scatter") and source.backward and _is_gradient(op, layer, model):
+        scatter = " and scattered to the devices that hold each part" if op.kind == "reduce-scatter" else ""
+        batch_axis = distribution.batch_dim_name
+        why = (f"each device computed them from its part of the batch ('{batch_axis}')" if batch_axis in op.axes
+               else f"the activations they are computed from are split over {over}")
+        return f"partial gradients of {layer}'s weights summed over {over}{scatter}: {why}"
+    if op.kind in ("all-reduce", "reduce-scatter"):
+        if source.op == "dot_general":
+            return f"partial sums of {layer}'s {source.op} {when}: a dimension it contracts is split over {over}"
+        return f"{source.op} {when} runs along a dimension split over {over}: partial results are summed"
+    if op.kind == "all-gather":
+        kernel = _kernel_layout(layer, model, distribution)
+        return (f"an input of {layer}'s {source.op} is split over {over}{kernel}, and {source.op} needs it whole "
+                f"there: XLA gathers it {when}")
+    return f"XLA moves blocks of an operand of {layer}'s {source.op} between devices along {over} {when}"
+
+
+def _is_gradient(op: CollectiveOp, layer: str, model) -> bool:
+    """True when a result has as many elements as a weight of `layer` (whole or one device's shard)."""
+    weights = [v for v in model.trainable_variables if any(v.path.rsplit("/", 1)[0] == name
+                                                           for name in layer.split(" + "))]
+    sizes = {math.prod(v.shape) for v in weights} | {math.prod(placement(v).shard_shape) for v in weights}
+    return any(math.prod(shape) in sizes for shape in op.shapes)
+
+
+def _kernel_layout(layer: str, model, distribution) -> str:
+    kernel = next((v for v in model.trainable_variables if v.path == f"{layer}/kernel"), None)
+    if kernel is None:
+        return ""
+    axes = tuple(distribution.get_variable_layout(kernel).axes)
+    return "; its kernel is whole" if all(a is None for a in axes) else f"; its kernel is split {axes}"
+
+
+def expected_collectives(model, distribution, batch_shape, *, outputs=None) -> list[Collective]:
+    """What the layout predicts a training step must communicate.
+
+    Modelled:
+    - every trainable weight replicated over the batch axis has its gradient
+      summed over that axis (one all-reduce of its shard, when the axis has
+      more than one device);
+    - a Dense-like 2-D kernel split over its input dimension produces partial
+      sums of its output (all-reduce of the per-device output, sequence
+      length included), and one split over its output dimension, whose input
+      needs a gradient, combines the partial input gradients.
+
+    Not modelled (see `not_modelled`): weights split over the batch axis
+    (XLA gathers the weight or the activations, as sizes dictate), kernels of
+    more than two dimensions (attention), embeddings, and reductions over
+    split activations (norms, softmax, the loss).
+
+    Args:
+        model: The built model.
+        distribution: Its distribution.
+        batch_shape: The global shape of the first input.
+        outputs: `layer_outputs(model, batch)` for activation sizes; without
+            it an activation is one row of the kernel's width per example.
+    """
+    mesh = distribution.device_mesh
+    sizes = dict(zip(mesh.axis_names, mesh.shape))
+    batch_axis = distribution.batch_dim_name
+    batch_parts = sizes.get(batch_axis, 1)
+    expected, gradient_bytes = [], 0
+    if batch_parts > 1:
+        for variable in model.trainable_variables:
+            if batch_axis not in _axes_used(distribution.get_variable_layout(variable).axes):
+                gradient_bytes += max(placement(variable).bytes_per_device.values())
+        if gradient_bytes:
+            expected.append(Collective("all-reduce", (batch_axis,), 1, gradient_bytes,
+                                       f"expected: every weight's gradient summed over '{batch_axis}'"))
+    shapes = {o.layer: o.shapes[0] for o in outputs or () if o.shapes}
+    for layer, kernel in _dense_kernels(model):
+        axes = tuple(distribution.get_variable_layout(kernel).axes) + (None, None)
+        if batch_axis in axes[:2]:
+            continue
+        itemsize = np.dtype(kernel.dtype).itemsize
+        rows = math.prod(shapes[layer.path][:-1]) if layer.path in shapes else batch_shape[0]
+        rows //= batch_parts
+        if axes[0] is not None and sizes[axes[0]] > 1:
+            expected.append(Collective("all-reduce", (axes[0],), 1, rows * kernel.shape[1] * itemsize,
+                                       f"expected: partial sums of {layer.name}'s output combined over '{axes[0]}'"))
+        if axes[1] is not None and sizes[axes[1]] > 1 and not _takes_model_input(model, layer):
+            expected.append(Collective("all-reduce", (axes[1],), 1, rows * kernel.shape[0] * itemsize,
+                                       f"expected: {layer.name}'s input gradient combined over '{axes[1]}'"))
+    return expected
+
+
+def not_modelled(model, distribution) -> list[str]:
+    """The weights and layers whose communication `expected_collectives` does not predict, one line each."""
+    batch_axis = distribution.batch_dim_name
+    dense = {id(kernel) for _, kernel in _dense_kernels(model)}
+    notes = []
+    for variable in model.trainable_variables:
+        axes = tuple(distribution.get_variable_layout(variable).axes)
+        if not any(_axes_used(axes)):
+            continue
+        if batch_axis in _axes_used(axes):
+            notes.append(f"{variable.path} is split {axes}, over the batch axis '{batch_axis}': gathered where "
+                         f"it is used, or the activations are gathered instead")
+        elif id(variable) not in dense and len(variable.shape) > 1:
+            notes.append(f"{variable.path} {tuple(variable.shape)} is split {axes}: not a 2-D Dense kernel")
+    return notes
+
+
+def _axes_used(axes) -> list[str]:
+    used = []
+    for entry in axes:
+        used += [entry] if isinstance(entry, str) else list(entry or ())
+    return used
+
+
+def _dense_kernels(model):
+    from course_utils.keras_internals import all_layers, is_leaf
+
+    for layer in all_layers(model, include_self=False):
+        kernel = getattr(layer, "kernel", None)
+        if kernel is not None and len(kernel.shape) == 2 and is_leaf(layer):
+            yield layer, kernel
+
+
+def _takes_model_input(model, layer) -> bool:
+    try:
+        return any(layer.input is tensor for tensor in model.inputs)
+    except (AttributeError, ValueError):
+        return False
