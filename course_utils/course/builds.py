@@ -27,6 +27,8 @@ import nbformat
 
 from course_utils.course.runner import execute, exercise_cells, lessons, solution_for
 
+_TEACHER_ONLY = re.compile(r"\s*<details>\s*<summary>\s*(Solution|Teacher's notes)\s*</summary>")
+_DETAILS = re.compile(r"</?details>|<summary>.*?</summary>")
 _RESULTS = ("import json as _json\nfrom course_utils.course.exercises import results as _results\n"
             "print(_json.dumps([[v.exercise, v.status, v.message] for v in _results()]))")
 
@@ -50,14 +52,18 @@ def exercise_cell(source: str) -> ExerciseCell:
     raise ValueError(f'Received an exercise cell without a check("NN.M", name) call:\n{source}')
 
 
+def teacher_only(cell) -> bool:
+    """Whether a cell is for the teacher: a collapsed worked solution or the slides' teacher's notes."""
+    found = _TEACHER_ONLY.match(cell.source) if cell.cell_type == "markdown" else None
+    return found is not None
+
+
 def student_notebook(notebook):
-    """A copy of a lesson with every worked solution cell removed."""
+    """A copy of a lesson without solutions: every worked solution and teacher's note removed."""
     copy = nbformat.from_dict(json.loads(json.dumps(notebook)))
-    solutions = set()
     for i in exercise_cells(copy):
         solution_for(copy, i)  # raises when the cell after an exercise is not its solution
-        solutions.add(i + 1)
-    copy.cells = [cell for i, cell in enumerate(copy.cells) if i not in solutions]
+    copy.cells = [cell for cell in copy.cells if not teacher_only(cell)]
     return copy
 
 
@@ -94,12 +100,21 @@ def key_entries(path: str | os.PathLike) -> list[KeyEntry]:
     entries = []
     for i in exercise_cells(original):
         exercise_id = exercise_cell(original.cells[i].source).exercise
-        before = original.cells[i - 1]
-        task = before.source if before.cell_type == "markdown" else ""
+        task = "\n\n".join(_DETAILS.sub("", c.source) for c in _task_cells(original, i, exercise_id))
         status, message = verdicts.get(exercise_id, ("not run", "the checker was never called"))
         entries.append(KeyEntry(exercise_id, Path(path).stem, task, solution_for(original, i),
                                 status, message, _shown(run.notebook.cells[i])))
     return entries
+
+
+def _task_cells(notebook, index: int, exercise_id: str) -> list:
+    """The markdown cells from the exercise's prompt ("**Exercise 03.2.**") down to its cell."""
+    start = index
+    while start > 0 and notebook.cells[start - 1].cell_type == "markdown":
+        start -= 1
+        if f"Exercise {exercise_id}" in notebook.cells[start].source:
+            break
+    return notebook.cells[start:index]
 
 
 def _shown(cell) -> str:

@@ -6,8 +6,9 @@ themselves. Each exercise cell becomes an nbgrader solution cell whose
 solution region holds the lesson's own worked solution; the cell after it
 (the collapsed solution) becomes a locked autograder test cell worth one point
 that asserts `check("03.2", answer).ok`: the same checker, no second copy of
-any answer. nbgrader's own `generate_assignment` then writes the release
-version into `release/`.
+any answer. The slides' teacher's notes are left out (they say the answers).
+nbgrader's own `generate_assignment` then writes the release version into
+`release/`.
 
     python -m course_utils.course.builds nbgrader --out _build/nbgrader
     cd _build/nbgrader && nbgrader autograde lesson03      # after collecting submissions
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.course.builds import exercise_cell
+from course_utils.course.builds import exercise_cell, teacher_only
 from course_utils.course.runner import exercise_cells, lessons, solution_for
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -68,6 +69,7 @@ def source_notebook(notebook):
                                               points=1)
         test.metadata["slideshow"] = {"slide_type": "skip"}
         nb.cells[i + 1] = test  # in place of the collapsed solution
+    nb.cells = [cell for cell in nb.cells if not teacher_only(cell)]  # the slides' notes hold answers too
     return nb
 
 

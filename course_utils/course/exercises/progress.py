@@ -13,6 +13,7 @@ import csv
 import getpass
 import html
 import json
+import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -83,12 +84,14 @@ class Progress:
         return path
 
 
-def progress(lesson: str | None = None, *, student: str | None = None) -> Progress:
+def progress(lesson: str | None = None, *, student: str | None = None, verdicts=None) -> Progress:
     """The learner's results in this kernel: one row per exercise.
 
     Args:
         lesson: A lesson number such as `"03"`; `None` gives every exercise.
-        student: The name written into saved files; defaults to the login name.
+        student: The name written into saved files; defaults to `$COURSE_STUDENT`, else
+            the login name (on Binder every login is "jovyan": give a name).
+        verdicts: The verdicts to summarise; by default every one given in this kernel.
 
     Returns:
         A `Progress`, shown as a table in a notebook.
@@ -100,8 +103,8 @@ def progress(lesson: str | None = None, *, student: str | None = None) -> Progre
     if not ids:
         lessons = sorted({i.split(".")[0] for i in EXERCISES})
         raise ValueError(f"Received lesson={lesson!r}, which has no exercises. Lessons: {lessons}.")
-    student = student or getpass.getuser()
-    verdicts = results()
+    student = student or os.environ.get("COURSE_STUDENT") or getpass.getuser()
+    verdicts = results() if verdicts is None else list(verdicts)
     rows = []
     for exercise_id in ids:
         given = [v for v in verdicts if v.exercise == exercise_id and v.status != NOT_ATTEMPTED]
