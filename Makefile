@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8888
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test bench doctor slides course clean
+.PHONY: lab test bench doctor slides course student answer-key handout nbgrader clean
 
 $(BIN)/.installed: requirements.txt requirements-nodeps.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "The course needs Python 3.11 or newer; this is " + sys.version.split()[0] + ". Run: make PYTHON=python3.11 ...")'
@@ -33,6 +33,11 @@ $(BIN)/.slides-installed: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet --no-deps sphinx-revealjs==3.2.1
 	touch $@
 
+# nbgrader (pinned in requirements-test.txt) for `make nbgrader`, without the other test tools.
+$(BIN)/.nbgrader-installed: $(BIN)/.installed requirements-test.txt
+	$(BIN)/python -m pip install --quiet $$(grep '^nbgrader==' requirements-test.txt)
+	touch $@
+
 lab: $(BIN)/.installed
 	$(BIN)/jupyter lab --port=$(PORT) $(ROOT_FLAG) notebooks/00_start_here.ipynb
 
@@ -50,6 +55,20 @@ slides: $(BIN)/.slides-installed
 
 course: $(BIN)/.installed
 	$(BIN)/python -m course_utils.course.render --pages --out _build/course
+
+# The teacher's kit (docs/TEACHING.md): lessons without solutions, the answer key, the
+# handout, an nbgrader course directory. The answer key and the handout print PDFs with Chromium.
+student: $(BIN)/.installed
+	$(BIN)/python -m course_utils.course.builds student --out _build/student
+
+answer-key: $(BIN)/.installed
+	$(BIN)/python -m course_utils.course.builds answer-key --out _build/answer-key
+
+handout: $(BIN)/.installed
+	$(BIN)/python -m course_utils.course.builds handout --out _build/handout
+
+nbgrader: $(BIN)/.nbgrader-installed
+	$(BIN)/python -m course_utils.course.builds nbgrader --out _build/nbgrader
 
 clean:
 	rm -rf $(VENV) test-artifacts _build
