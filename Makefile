@@ -16,6 +16,8 @@ $(BIN)/.installed: requirements.txt requirements-nodeps.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet -r requirements.txt -e ".[course]"
 	@# keras-hub without the dependencies it declares but the course never uses (see the file)
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
+	@# every kernel and script of this environment gets Keras on JAX, however it is started
+	$(BIN)/python -m course_utils.course.doctor --set-keras-backend
 	touch $@
 
 $(BIN)/.test-installed: $(BIN)/.installed requirements-test.txt

@@ -8,9 +8,13 @@ the command exits non-zero when there is one.
 
 from __future__ import annotations
 
+import argparse
 import os
+import subprocess
 import sys
+import sysconfig
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -58,11 +62,54 @@ def check_packages(pins: dict[str, str]) -> list[Finding]:
     return findings
 
 
-def check_backend() -> Finding:
-    backend = os.environ.get("KERAS_BACKEND", "jax")
-    if backend == "jax":
-        return Finding("Keras backend", "jax")
-    return Finding("Keras backend", f"KERAS_BACKEND={backend!r}", "unset KERAS_BACKEND or set it to 'jax'")
+BACKEND_PTH = "course_utils_keras_backend.pth"
+# Python runs a .pth line that starts with "import" at every start-up of this environment: every kernel
+# (make lab, Binder, VS Code, jupyter execute) and every script gets JAX unless KERAS_BACKEND says otherwise.
+_BACKEND_LINE = 'import os; os.environ.setdefault("KERAS_BACKEND", "jax")  # written by course_utils doctor\n'
+_SET_BACKEND = "python -m course_utils.course.doctor --set-keras-backend"
+_BARE_IMPORT = "import keras; print('backend=' + keras.backend.backend())"
+
+
+def set_keras_backend(site_packages: str | os.PathLike | None = None) -> Path:
+    """Makes JAX the Keras backend of every Python process of this environment (a .pth file).
+
+    `make lab`, `make test` and Binder's postBuild run it once. An explicit
+    `KERAS_BACKEND` still wins.
+
+    Args:
+        site_packages: Where to write; defaults to this interpreter's site-packages.
+
+    Returns:
+        The file written.
+    """
+    folder = Path(site_packages or sysconfig.get_paths()["purelib"])
+    path = folder / BACKEND_PTH
+    path.write_text(_BACKEND_LINE)
+    return path
+
+
+def check_backend(python: Sequence[str] = (sys.executable,), env: dict[str, str] | None = None) -> Finding:
+    """What a bare `import keras` picks in a fresh process of this environment, KERAS_BACKEND unset.
+
+    Kernels started by VS Code, Binder or `jupyter execute` do not inherit
+    this shell's variables, so the environment itself must pick JAX.
+    """
+    backend = os.environ.get("KERAS_BACKEND")
+    if backend not in (None, "jax"):
+        return Finding("Keras backend", f"KERAS_BACKEND={backend!r}", "unset KERAS_BACKEND or set it to 'jax'")
+    fresh = {k: v for k, v in (os.environ if env is None else env).items() if k != "KERAS_BACKEND"}
+    try:
+        run = subprocess.run([*python, "-c", _BARE_IMPORT], capture_output=True, text=True, env=fresh, timeout=120)
+        picked = next((line[8:] for line in run.stdout.splitlines() if line.startswith("backend=")), None)
+        why = (run.stderr.strip().splitlines() or ["no output"])[-1]
+    except subprocess.TimeoutExpired:
+        picked, why = None, "it did not finish in 120 s"
+    if picked == "jax":
+        return Finding("Keras backend", "jax (a bare `import keras` in a fresh process picks it)")
+    seen = (f"a bare `import keras` in a fresh process picks {picked!r}" if picked
+            else f"a bare `import keras` in a fresh process fails: {why}")
+    return Finding("Keras backend", f"{seen}, not 'jax' (no KERAS_BACKEND set)",
+                   f"run `{_SET_BACKEND}` in the course's environment (make lab does it)")
 
 
 def check_devices(n: int = 8) -> tuple[Finding, object]:
@@ -165,3 +212,18 @@ def run(out=sys.stdout) -> int:
     print(f"\n{'Ready for the course.' if not problems else f'{len(problems)} problem(s) to fix (see fix: lines).'}",
           file=out)
     return 1 if problems else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m course_utils.course.doctor [--set-keras-backend]`."""
+    parser = argparse.ArgumentParser(prog="python -m course_utils.course.doctor", description=__doc__.split("\n")[0])
+    parser.add_argument("--set-keras-backend", action="store_true",
+                        help="make JAX the Keras backend of every Python process of this environment, then stop")
+    if parser.parse_args(argv).set_keras_backend:
+        print(f"Keras backend for this environment: jax ({set_keras_backend()})")
+        return 0
+    return run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+import sysconfig
 
 from course_utils.course import doctor
 
@@ -48,3 +49,35 @@ def test_requirement_pins_read_exact_pins(tmp_path):
     path = tmp_path / "requirements.txt"
     path.write_text("# comment\nkeras==3.15.1\nml_dtypes==0.6.0  # note\nloose>=1\n")
     assert doctor.requirement_pins(path) == {"keras": "3.15.1", "ml-dtypes": "0.6.0"}
+
+
+def bare_import_keras(**env):
+    fresh = {k: v for k, v in {**os.environ, **env}.items() if k != "KERAS_BACKEND"}
+    return subprocess.run([sys.executable, "-c", "import keras; print(keras.backend.backend())"],
+                          capture_output=True, text=True, env=fresh, timeout=120)
+
+
+def test_a_bare_import_keras_in_this_environment_picks_jax(tmp_path):
+    # A keras.json that says tensorflow (Keras's own default) does not win over the environment's setting.
+    (tmp_path / "keras.json").write_text('{"backend": "tensorflow"}')
+    result = bare_import_keras(KERAS_HOME=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "jax"
+    assert doctor.check_backend().seen == "jax (a bare `import keras` in a fresh process picks it)"
+
+
+def test_an_environment_without_the_setting_is_a_problem_with_a_fix(tmp_path):
+    # -S skips the .pth files, as an environment set up without `make lab` would; KERAS_HOME holds no keras.json.
+    env = {**os.environ, "PYTHONPATH": sysconfig.get_paths()["purelib"], "KERAS_HOME": str(tmp_path)}
+    finding = doctor.check_backend(python=(sys.executable, "-S"), env=env)
+    assert finding.fix == "run `python -m course_utils.course.doctor --set-keras-backend` in the course's environment (make lab does it)"
+    assert "a bare `import keras` in a fresh process fails: ModuleNotFoundError: No module named 'tensorflow'" in finding.seen
+
+
+def test_set_keras_backend_writes_a_start_up_line(tmp_path):
+    path = doctor.set_keras_backend(tmp_path)
+    assert path.name == "course_utils_keras_backend.pth"
+    result = subprocess.run([sys.executable, "-S", "-c", "import os, site, sys; site.addsitedir(sys.argv[1]); "
+                             "print(os.environ['KERAS_BACKEND'])", str(tmp_path)],
+                            capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"})
+    assert result.stdout.strip() == "jax", result.stderr
