@@ -81,3 +81,19 @@ def test_set_keras_backend_writes_a_start_up_line(tmp_path):
                              "print(os.environ['KERAS_BACKEND'])", str(tmp_path)],
                             capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"})
     assert result.stdout.strip() == "jax", result.stderr
+
+
+def test_a_kernel_that_imports_keras_before_setting_up_gets_jax(monkeypatch):
+    """A lesson's imports cell run before its set-up cell, in a kernel started without KERAS_BACKEND."""
+    import nbclient
+    import nbformat
+
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    monkeypatch.setenv("COURSE_PLATFORM", "cpu")
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import keras\nprint(keras.backend.backend())"),
+        nbformat.v4.new_code_cell("from course_utils import setup_devices\nprint(len(setup_devices(8)))"),
+    ])
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    printed = [cell.outputs[0]["text"].strip() for cell in notebook.cells]
+    assert printed == ["jax", "8"]
