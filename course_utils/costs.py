@@ -272,8 +272,10 @@ def _default_targets(model, x, target_shape, target_dtype):
 
 def _sparse_loss(model) -> bool:
     loss = getattr(model, "loss", None)
-    name = loss if isinstance(loss, str) else getattr(loss, "name", "") or getattr(getattr(loss, "fn", None), "__name__", "")
-    return "sparse" in str(name)
+    if isinstance(loss, str):
+        return "sparse" in loss
+    names = (getattr(loss, "name", None), getattr(loss, "__name__", None), getattr(getattr(loss, "fn", None), "__name__", None))
+    return any("sparse" in str(n) for n in names if n)
 
 
 def compiled_train_step(model, distribution, batch) -> str:
