@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -164,3 +165,13 @@ def test_a_weight_the_mesh_cannot_divide_is_named(trained, tmp_path):
     assert "variable 'd2/kernel' of shape (32, 4) with layout (None, 'model')" in message
     assert "Dimension 1 has size 4" in message and "8 equal parts along model" in message
     assert "d1" not in message  # only the variable that does not divide
+
+
+def test_lesson_07_leaves_nothing_in_the_temporary_folder(tmp_path, monkeypatch):
+    from course_utils.course.runner import execute
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the kernel's tempfile folder
+    run = execute(Path(__file__).resolve().parents[1] / "notebooks" / "07_saving_and_resharding.ipynb")
+    cleanup = next(c for c in run.notebook.cells if c.cell_type == "code" and "scratch.cleanup()" in c.source)
+    assert cleanup.outputs[0]["data"]["text/plain"] == "False"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("tmp")) == []
