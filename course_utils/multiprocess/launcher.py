@@ -258,7 +258,8 @@ def _parse_mesh(text: str) -> tuple[int, ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line; returns the exit code (0 ok, 1 failed, 2 bad arguments, 124 timeout, 130 stopped)."""
+    """The command line; returns the exit code (0 ok, 1 failed, 2 bad arguments, 124 timeout, 130 stopped,
+    141 its output was closed, e.g. by `| head`)."""
     parser = argparse.ArgumentParser(prog="python -m course_utils.launch", description=__doc__.split("\n")[0])
     parser.add_argument("--processes", type=int, required=True)
     parser.add_argument("--devices-per-process", type=int, required=True)
