@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.build == "handout":
         from course_utils.course.handout import build_handout
 
-        for path in build_handout(out, pdf=not args.no_pdf):
+        for path in build_handout(out, notebooks=args.notebooks, pdf=not args.no_pdf):
             print(path)
     else:
         from course_utils.course.grading import build_course

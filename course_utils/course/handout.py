@@ -87,8 +87,20 @@ def _mistake_html(item: dict[str, str]) -> str:
             f'<p class="fix"><b>Fix:</b> {html.escape(item["fix"])}</p></div>')
 
 
-def handout_parts() -> dict[str, str]:
-    """The handout's figure, code, shard and mistakes, each made by running the course's code."""
+def lessons_line(folder: str | os.PathLike) -> str:
+    """The lessons' short titles in series order: "00 Start here · 01 Mesh grids · ..."."""
+    import nbformat
+
+    from course_utils.course.render import lesson_title
+    from course_utils.course.runner import lessons
+
+    titles = [lesson_title(nbformat.read(path, as_version=4)).split(":")[0].replace(" · ", " ", 1)
+              for path in lessons(folder)]
+    return " · ".join(titles)
+
+
+def handout_parts(folder: str | os.PathLike = "notebooks") -> dict[str, str]:
+    """The handout's figure, code, shard, mistakes and lesson list, each made from the course itself."""
     from course_utils import make_mesh, placement, setup_devices
     from course_utils.models import mlp
     from course_utils.viz import draw_mesh
@@ -96,7 +108,9 @@ def handout_parts() -> dict[str, str]:
 
     setup_devices(8)
     mesh = make_mesh((2, 4), ("data", "model"))
-    png = figure_png(draw_mesh(mesh, title="The 2 × 4 mesh"), dpi=110)
+    figure = draw_mesh(mesh, title="The 2 × 4 mesh")
+    figure.set_size_inches(5.2, 3.0)  # half a page wide: the lesson's own text sizes stay readable
+    png = figure_png(figure, dpi=150)
     kernel = placement(five_lines(mlp).get_layer("d1").kernel)
     return {
         "mesh_png": base64.b64encode(png).decode("ascii"),
@@ -104,6 +118,7 @@ def handout_parts() -> dict[str, str]:
         "shard": html.escape(f"d1/kernel {tuple(kernel.shape)} → a {tuple(kernel.shard_shape)} shard on "
                              f"each of {len(kernel.devices)} devices"),
         "mistakes": "".join(_mistake_html(m) for m in mistakes(mesh, mlp)),
+        "lessons": html.escape(lessons_line(folder)),
     }
 
 
@@ -112,11 +127,12 @@ def handout_html(parts: dict[str, str], *, paper: str = "A4") -> str:
     return Template(TEMPLATE.read_text(encoding="utf-8")).substitute(parts, paper=paper)
 
 
-def build_handout(out: str | os.PathLike, *, pdf: bool = True) -> list[Path]:
+def build_handout(out: str | os.PathLike, *, notebooks: str | os.PathLike = "notebooks",
+                  pdf: bool = True) -> list[Path]:
     """Writes `handout.html` and, unless `pdf=False`, the A4 and Letter PDFs into `out`."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    parts = handout_parts()
+    parts = handout_parts(notebooks)
     written = [out / "handout.html"]
     written[0].write_text(handout_html(parts), encoding="utf-8")
     for name, paper in PAPERS.items() if pdf else ():

@@ -8,11 +8,13 @@ from course_utils.course.builds import pdf_pages
 from course_utils.course.handout import build_handout, five_lines, handout_parts, mistakes
 from course_utils.models import mlp
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("handout")
-    return out, build_handout(out)
+    return out, build_handout(out, notebooks=ROOT / "notebooks")
 
 
 def test_the_handout_prints_on_one_page_of_a4_and_of_letter(built):
@@ -29,6 +31,7 @@ def test_the_handout_shows_the_mesh_the_five_lines_and_three_mistakes(built):
     for name in ("DeviceMesh((2, 4)", "LayoutMap(mesh)", "ModelParallel(", "strategy.scope()"):
         assert name in page
     assert page.count('class="mistake"') == 3
+    assert "00 Start here · 01 Mesh grids" in page and "03 The 2 × 4 example" in page  # the lessons' own titles
     assert "$" not in page.replace("$env", "")  # every placeholder filled
 
 

@@ -46,3 +46,22 @@ def test_saved_json_is_plain_records(tmp_path):
                                                "attempts": 1}
     with pytest.raises(ValueError, match="json or a .csv"):
         progress("01", verdicts=[]).save(tmp_path / "p.txt")
+
+
+def test_every_lesson_with_exercises_ends_them_with_its_progress_cell():
+    from pathlib import Path
+
+    import nbformat
+
+    from course_utils.course.runner import exercise_cells, lessons
+
+    for path in lessons(Path(__file__).resolve().parents[2] / "notebooks"):
+        notebook = nbformat.read(path, as_version=4)
+        exercises = exercise_cells(notebook)
+        cells = [i for i, c in enumerate(notebook.cells)
+                 if c.cell_type == "code" and "progress" in c.metadata.get("tags", [])]
+        if not exercises:
+            assert cells == [], path.name
+            continue
+        assert len(cells) == 1 and cells[0] > exercises[-1], path.name
+        assert f'progress("{path.stem[:2]}")' in notebook.cells[cells[0]].source, path.name

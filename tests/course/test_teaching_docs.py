@@ -70,7 +70,7 @@ def test_documented_commands_are_the_makefiles(language, marker, commands):
 
 def test_handout_commands_are_the_documented_ones():
     page = (ROOT / "course_utils" / "course" / "templates" / "handout" / "handout.html").read_text()
-    handout = [normal(line) for block in re.findall(r"<pre>(.*?)</pre>", page, re.S)
+    handout = [normal(line) for block in re.findall(r"<pre[^>]*>(.*?)</pre>", page, re.S)
                for line in block.splitlines() if "Scripts" in line or line.startswith("py ")]
     windows = next(c for lang, marker, c in BLOCKS if lang == "powershell" and "make lab" in marker)
     documented = [normal(c) for c in windows]
