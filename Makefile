@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8888
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test bench doctor slides course student answer-key handout nbgrader clean
+.PHONY: lab test bench doctor slides course publish student answer-key handout nbgrader clean
 
 $(BIN)/.installed: requirements.txt requirements-nodeps.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "The course needs Python 3.11 or newer; this is " + sys.version.split()[0] + ". Run: make PYTHON=python3.11 ...")'
@@ -57,6 +57,11 @@ slides: $(BIN)/.slides-installed
 
 course: $(BIN)/.installed
 	$(BIN)/python -m course_utils.course.render --pages --out _build/course
+
+# Both from one run of each lesson: _build/publish/NN_name.html and NN_name.slides.html side by
+# side, linked to each other, with reveal.js and its fonts beside them (copy the whole folder).
+publish: $(BIN)/.slides-installed
+	$(BIN)/python -m course_utils.course.render --out _build/publish
 
 # The teacher's kit (docs/TEACHING.md): lessons without solutions, the answer key, the
 # handout, an nbgrader course directory. The answer key and the handout print PDFs with Chromium.

@@ -20,6 +20,20 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
+@pytest.fixture(scope="session")
+def built_course(tmp_path_factory):
+    """The course built once per test session: every lesson executed once, its rendered page and
+    its deck side by side (tests/course/test_render.py and test_decks.py share it).
+
+    Returns:
+        (the build folder, its index page).
+    """
+    from course_utils.course import render
+
+    out = tmp_path_factory.mktemp("course_build")
+    return out, render.build(Path(__file__).resolve().parents[1] / "notebooks", out)
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Headless Debian Chromium driven by Playwright; fails loudly when either is missing.

@@ -1,28 +1,42 @@
 """Builds the course for reading and for lecturing: `python -m course_utils.course.render`.
 
-Runs every lesson once, top to bottom, then writes from the same executed
-notebook both a static HTML page (the rendered course, with an index in series
-order) and a reveal.js slide deck whose scripts sit beside it, so the decks open
-offline in a classroom.
+Runs every lesson once, top to bottom, then writes from the same executed notebook a static
+HTML page (the rendered course) and a reveal.js deck for a projector and a clicker, side by
+side in one folder with an index in series order. Nothing they load comes from the network:
+reveal.js, its notes plugin, the theme and its fonts are copied beside them.
 
-    python -m course_utils.course.render --out _build            # both
-    python -m course_utils.course.render --out _build --slides   # slides only
+The deck reads the lesson's own slide metadata (as RISE does) and a few cell tags:
+`deck-hide-code` shows a cell's output without its code (the code that only draws a figure),
+`deck-hide-output` shows the code without its output, and a cell's `deck_summary` metadata
+(markdown) stands in for its output on the deck: a long table summarised on the slide.
+Speaker notes are the cells of slide type "notes"; a `<details>` block in them, collapsed in
+the notebook, is open in the speaker view.
+
+    python -m course_utils.course.render --out _build            # pages and decks
+    python -m course_utils.course.render --out _build --slides   # decks only
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import html
 import importlib.util
 import os
+import re
 import shutil
 import sys
+import time
 from pathlib import Path
 
-from course_utils.course.runner import execute, lessons
+import nbformat
 
 TEMPLATES = Path(__file__).parent / "templates"
 REVEAL_DIR = "reveal.js"
+THEME = "course"
+HIDE_CODE, HIDE_OUTPUT = "deck-hide-code", "deck-hide-output"
+SUMMARY = "deck_summary"
+_LESSON_LINK = re.compile(r"(?<![\w/.])(\d\d_\w+)\.ipynb\b")
 
 
 def reveal_assets() -> Path:
@@ -36,6 +50,14 @@ def reveal_assets() -> Path:
     return Path(spec.submodule_search_locations[0]) / "_static" / "revealjs"
 
 
+def copy_reveal(out: Path) -> None:
+    """reveal.js's script, styles, fonts and notes plugin, plus the course theme, under `out`."""
+    source, target = reveal_assets(), out / REVEAL_DIR
+    shutil.copytree(source / "dist", target / "dist", dirs_exist_ok=True)
+    shutil.copytree(source / "plugin" / "notes", target / "plugin" / "notes", dirs_exist_ok=True)
+    shutil.copy(TEMPLATES / "course_slides" / f"{THEME}.css", target / "dist" / "theme" / f"{THEME}.css")
+
+
 def lesson_title(notebook) -> str:
     """The lesson's first heading, without the leading '#'."""
     for cell in notebook.cells:
@@ -44,28 +66,70 @@ def lesson_title(notebook) -> str:
     return "Untitled lesson"
 
 
+def link_lessons(notebook, suffix: str):
+    """A copy whose links to `NN_name.ipynb` point at the built `NN_name<suffix>` instead."""
+    linked = copy.deepcopy(notebook)
+    for cell in linked.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _LESSON_LINK.sub(rf"\1{suffix}", cell.source)
+    return linked
+
+
+def slide_type(cell) -> str:
+    return cell.metadata.get("slideshow", {}).get("slide_type", "-")
+
+
+def deck_cells(notebook):
+    """A copy laid out for a clicker: sub-slides become slides, notes' `<details>` are open."""
+    deck = link_lessons(notebook, ".slides.html")
+    for cell in deck.cells:
+        if slide_type(cell) == "subslide":
+            cell.metadata.slideshow["slide_type"] = "slide"
+        if slide_type(cell) == "notes" and cell.cell_type == "markdown":
+            cell.source = cell.source.replace("<details>", "<details open>")
+        if SUMMARY in cell.metadata:
+            cell.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": cell.metadata[SUMMARY]})]
+    return deck
+
+
+def deck_slides(notebook) -> int:
+    """How many slides the lesson's deck has (the cells that start one; the title cell always does)."""
+    starts = sum(slide_type(c) in ("slide", "subslide") for c in notebook.cells[1:])
+    return 1 + starts if notebook.cells else 0
+
+
 def write_page(notebook, path: Path) -> None:
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(notebook)
+    exporter = HTMLExporter(template_name="course_page", extra_template_basedirs=[str(TEMPLATES)])
+    body, _ = exporter.from_notebook_node(link_lessons(notebook, ".html"))
     path.write_text(body, encoding="utf-8")
 
 
 def write_deck(notebook, path: Path) -> None:
     from nbconvert import SlidesExporter
+    from traitlets.config import Config
 
-    exporter = SlidesExporter(template_name="course_slides", extra_template_basedirs=[str(TEMPLATES)],
-                              reveal_url_prefix=REVEAL_DIR, reveal_theme="simple")
-    body, _ = exporter.from_notebook_node(notebook)
+    config = Config()
+    config.TagRemovePreprocessor.enabled = True
+    config.TagRemovePreprocessor.remove_input_tags = {HIDE_CODE}
+    config.TagRemovePreprocessor.remove_all_outputs_tags = {HIDE_OUTPUT}
+    exporter = SlidesExporter(config=config, template_name="course_slides",
+                              extra_template_basedirs=[str(TEMPLATES)], reveal_url_prefix=REVEAL_DIR,
+                              reveal_theme=THEME, exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(deck_cells(notebook))
     path.write_text(body, encoding="utf-8")
 
 
-def write_index(entries: list[tuple[str, str, str | None]], folder: Path, heading: str) -> Path:
-    """An index page linking every lesson in series order; entries are (file, title, slides file)."""
+def write_index(entries: list[tuple[str, str | None, str | None]], folder: Path, heading: str) -> Path:
+    """An index page linking every lesson in series order; entries are (title, page, deck)."""
+    def link(href, text):
+        return f'<a href="{html.escape(href)}">{html.escape(text)}</a>'
+
     items = "\n".join(
-        f'<li><a href="{html.escape(page)}">{html.escape(title)}</a>'
-        + (f' · <a href="{html.escape(deck)}">slides</a>' if deck else "") + "</li>"
-        for page, title, deck in entries
+        "<li>" + " · ".join(link(href, text) for href, text in ((page, title), (deck, "slides")) if href)
+        + ("" if page else f" ({html.escape(title)})") + "</li>"
+        for title, page, deck in entries
     )
     index = folder / "index.html"
     index.write_text(
@@ -79,28 +143,44 @@ def write_index(entries: list[tuple[str, str, str | None]], folder: Path, headin
     return index
 
 
-def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = True, slides: bool = True) -> Path:
+def publish(notebook, stem: str, out: Path, *, pages: bool = True, slides: bool = True):
+    """Writes the page and/or the deck of one executed lesson; returns its index entry."""
+    page = f"{stem}.html" if pages else None
+    deck = f"{stem}.slides.html" if slides else None
+    if page:
+        write_page(notebook, out / page)
+    if deck:
+        write_deck(notebook, out / deck)
+    return lesson_title(notebook), page, deck
+
+
+def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = True,
+          slides: bool = True) -> Path:
     """Executes every lesson once and writes the rendered course and/or the slide decks.
+
+    Args:
+        folder: The folder of the lessons (`NN_*.ipynb`).
+        out: The folder to write; pages, decks and reveal.js go side by side in it.
+        pages: Write the rendered pages (`NN_name.html`).
+        slides: Write the decks (`NN_name.slides.html`).
 
     Returns:
         The index page written (`out/index.html`).
     """
+    from course_utils.course.runner import execute, lessons
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if slides:
-        shutil.copytree(reveal_assets(), out / REVEAL_DIR, dirs_exist_ok=True)
-    entries = []
+        copy_reveal(out)
+    entries, start = [], time.perf_counter()
     for path in lessons(folder):
         run = execute(path)
         run.notebook.cells.pop()  # the memory probe the runner appends
-        page = f"{path.stem}.html" if pages else None
-        deck = f"{path.stem}.slides.html" if slides else None
-        if page:
-            write_page(run.notebook, out / page)
-        if deck:
-            write_deck(run.notebook, out / deck)
-        entries.append((page or deck, lesson_title(run.notebook), deck if page else None))
-        print(f"{path.name}: {run.seconds:.1f} s", flush=True)
+        entries.append(publish(run.notebook, path.stem, out, pages=pages, slides=slides))
+        deck = f", a deck of {deck_slides(run.notebook)} slides" if slides else ""
+        print(f"{path.name}: ran in {run.seconds:.1f} s{deck}", flush=True)
+    print(f"{len(entries)} lessons built in {time.perf_counter() - start:.0f} s", flush=True)
     return write_index(entries, out, "Device meshes with Keras 3 on JAX")
 
 

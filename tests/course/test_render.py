@@ -1,24 +1,24 @@
 """The slide decks and the rendered course build from the lessons and show in a real browser.
 
 The decks must open offline: every request that leaves the build folder is refused, and the
-slides must still render with their figures.
+slides must still render with their figures. The build is the session's one build
+(`built_course` in tests/conftest.py); tests/course/test_decks.py steps through every deck.
 """
 
 from pathlib import Path
 
+import nbformat
 import pytest
 
-from course_utils import render
+from course_utils.course import render
 from course_utils.course.runner import lessons
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    out = tmp_path_factory.mktemp("build")
-    index = render.build(ROOT / "notebooks", out)
-    return out, index
+@pytest.fixture
+def built(built_course):
+    return built_course
 
 
 def offline_page(browser, folder: Path):
@@ -85,3 +85,25 @@ def test_the_rendered_course_shows_outputs_and_figures(built, browser):
     assert page.get_by_text("DeviceSetup: 8 simulated CPU devices").first.is_visible()
     page.screenshot(path=ROOT / "test-artifacts" / "render" / "course_03.png")
     page.close()
+
+
+def test_a_deck_is_laid_out_for_a_clicker():
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# 09 · A lesson", metadata={"slideshow": {"slide_type": "slide"}}),
+        nbformat.v4.new_markdown_cell("More", metadata={"slideshow": {"slide_type": "subslide"}}),
+        nbformat.v4.new_markdown_cell("<details><summary>Teacher's notes</summary>\n\nSay it.\n\n</details>",
+                                      metadata={"slideshow": {"slide_type": "notes"}}),
+        nbformat.v4.new_code_cell("table()", metadata={"deck_summary": "**3 rows**, all split"},
+                                  outputs=[nbformat.v4.new_output("stream", text="a\nb\nc\n")]),
+        nbformat.v4.new_markdown_cell("**Next:** [10 · More](10_more.ipynb), not [x](x/10_more.ipynb)"),
+    ])
+    deck = render.deck_cells(notebook)
+    assert [render.slide_type(c) for c in deck.cells] == ["slide", "slide", "notes", "-", "-"]
+    assert render.deck_slides(notebook) == 2
+    assert "<details open>" in deck.cells[2].source
+    assert deck.cells[3].outputs[0]["data"] == {"text/markdown": "**3 rows**, all split"}
+    assert "(10_more.slides.html)" in deck.cells[4].source and "(x/10_more.ipynb)" in deck.cells[4].source
+    assert render.slide_type(notebook.cells[1]) == "subslide"  # the lesson itself is left as it was
+    assert notebook.cells[3].outputs[0]["text"] == "a\nb\nc\n"
+    page = render.link_lessons(notebook, ".html")
+    assert "(10_more.html)" in page.cells[4].source

@@ -1,0 +1,233 @@
+"""Every lecture deck, presented as a teacher would: a projector and a clicker.
+
+Each built deck opens in headless Chromium at 1280 × 720 and at 1920 × 1080 and is stepped with
+the right arrow alone, as a clicker steps it. At every step the real bounding boxes of what the
+current slide shows (elements and lines of text, after reveal.js has scaled the slide) are
+measured against the window, and every element that would scroll or cut its content is found.
+A slide fails when something visible ends outside the window, needs scrolling or is cut at the
+right; the deck fails when a slide is never reached, a slide has no speaker notes, or a request
+leaves the build folder (requests are recorded, and the outside ones refused). Lesson 03's
+slides are saved as screenshots under test-artifacts/decks/, every fragment shown.
+
+The build is the session's one build (`built_course` in tests/conftest.py), shared with the
+render test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from course_utils.course.runner import lessons
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "test-artifacts" / "decks"
+SIZES = [(1280, 720), (1920, 1080)]
+SCREENSHOT_DECK = "03_the_2x4_example"
+MIN_NOTES = 40  # characters of speaker notes a slide must carry
+MAX_STEPS = 600
+
+# What the current slide shows, measured in the window. Hidden things (unshown fragments, the
+# speaker notes) are left out; lines of text are measured themselves, since text can run out of
+# a box that stays inside the window.
+MEASURE = """() => {
+  const slide = Reveal.getCurrentSlide();
+  const W = window.innerWidth, H = window.innerHeight, problems = [];
+  const shown = el => {
+    for (let e = el; e && e !== slide.parentElement; e = e.parentElement) {
+      const s = getComputedStyle(e);
+      if (e.tagName === 'ASIDE' || s.display === 'none' || s.visibility === 'hidden') return false;
+    }
+    return true;
+  };
+  const outside = r => r.width > 0 && r.height > 0 &&
+    (r.right > W + 1 || r.bottom > H + 1 || r.left < -1 || r.top < -1);
+  const box = r => `[${Math.round(r.left)}, ${Math.round(r.top)}, ${Math.round(r.right)}, ${Math.round(r.bottom)}]`;
+  const name = el => el.tagName.toLowerCase() +
+    (typeof el.className === 'string' && el.className ? '.' + el.className.trim().split(/\\s+/)[0] : '');
+  for (const el of slide.querySelectorAll('*')) {
+    if (!shown(el)) continue;
+    const r = el.getBoundingClientRect(), s = getComputedStyle(el);
+    if (outside(r)) problems.push(`${name(el)} ends outside the ${W} x ${H} window at ${box(r)}`);
+    if (s.overflowX !== 'visible' && el.scrollWidth > el.clientWidth + 2)
+      problems.push(`${name(el)} cuts its content at the right (${el.scrollWidth} > ${el.clientWidth} px)`);
+    if (s.overflowY !== 'visible' && el.scrollHeight > el.clientHeight + 2)
+      problems.push(`${name(el)} scrolls its content (${el.scrollHeight} > ${el.clientHeight} px)`);
+    if (el.tagName === 'DETAILS') problems.push('a <details> block (a solution?) shows on the slide');
+  }
+  const texts = document.createTreeWalker(slide, NodeFilter.SHOW_TEXT);
+  for (let t = texts.nextNode(); t; t = texts.nextNode()) {
+    if (!t.textContent.trim() || !shown(t.parentElement)) continue;
+    const range = document.createRange();
+    range.selectNodeContents(t);
+    const out = Array.from(range.getClientRects()).find(outside);
+    if (out) problems.push(`text "${t.textContent.trim().slice(0, 40)}" ends outside the window at ${box(out)}`);
+  }
+  const page = document.scrollingElement;
+  if (page.scrollHeight > H + 1 || page.scrollWidth > W + 1) problems.push('the page itself scrolls');
+  const notes = Array.from(slide.querySelectorAll('aside.notes')).map(n => n.textContent).join(' ');
+  const title = (slide.querySelector('h1, h2, h3') || {textContent: ''}).textContent;
+  return {at: Reveal.getIndices(), problems: [...new Set(problems)].slice(0, 10),
+          notes: notes.replace(/\\s+/g, ' ').trim().length, title: title.replace('¶', '').trim(),
+          allShown: !Reveal.availableFragments().next, last: Reveal.isLastSlide()};
+}"""
+
+
+@dataclass
+class Slide:
+    number: int  # 1-based, in the deck's order
+    title: str
+    notes: int  # characters of speaker notes
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Walk:
+    deck: str
+    size: tuple[int, int]
+    total: int
+    slides: dict[int, Slide]
+    outside: list[str]  # requests that left the build folder
+    requests: int
+
+    def unreached(self) -> list[int]:
+        return [n for n in range(1, self.total + 1) if n not in self.slides]
+
+    def failing(self) -> dict[int, list[str]]:
+        return {n: s.problems for n, s in self.slides.items() if s.problems}
+
+
+def record_requests(page, folder: Path) -> tuple[list[str], list[str]]:
+    """Records every request of `page`; those outside `folder` are refused (and recorded)."""
+    seen, outside = [], []
+
+    def route(request_route):
+        url = request_route.request.url
+        seen.append(url)
+        if url.startswith(folder.resolve().as_uri() + "/"):
+            return request_route.continue_()
+        outside.append(url)
+        return request_route.abort()
+
+    page.route("**/*", route)
+    return seen, outside
+
+
+def walk(browser, deck: Path, size: tuple[int, int], shots: Path | None = None) -> Walk:
+    """Presses the right arrow from the first slide to the last, measuring every step."""
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+    seen, outside = record_requests(page, deck.parent)
+    page.goto(deck.resolve().as_uri())
+    page.wait_for_function("window.Reveal && Reveal.isReady()")
+    page.wait_for_load_state("load")
+    order = [json.dumps([i["h"], i["v"]]) for i in
+             page.evaluate("() => Reveal.getSlides().map(s => Reveal.getIndices(s))")]
+    slides: dict[int, Slide] = {}
+    for _ in range(MAX_STEPS):
+        state = page.evaluate(MEASURE)
+        number = order.index(json.dumps([state["at"]["h"], state["at"]["v"]])) + 1
+        slide = slides.setdefault(number, Slide(number, state["title"], state["notes"]))
+        slide.problems += [p for p in state["problems"] if p not in slide.problems]
+        if shots is not None and state["allShown"]:
+            shots.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=shots / f"{deck.name.split('.')[0]}_{size[0]}x{size[1]}_{number:02d}.png")
+        if state["last"] and state["allShown"]:
+            break
+        page.keyboard.press("ArrowRight")
+        page.wait_for_timeout(40)
+    page.close()
+    return Walk(deck.name, size, len(order), slides, outside, len(seen))
+
+
+@pytest.fixture(scope="module")
+def walks(built_course, browser):
+    out, _ = built_course
+    names = [p.stem for p in lessons(ROOT / "notebooks")]
+    result = {}
+    for name in names:
+        for size in SIZES:
+            shots = SHOTS if name == SCREENSHOT_DECK and size == SIZES[0] else None
+            result[name, size] = walk(browser, out / f"{name}.slides.html", size, shots)
+    lines = [f"{'deck':28} {'slides':>6} " + " ".join(f"{f'fit {w}x{h}':>14}" for w, h in SIZES)]
+    for name in names:
+        fits = [result[name, s].total - len(result[name, s].failing()) for s in SIZES]
+        lines.append(f"{name:28} {result[name, SIZES[0]].total:>6} " + " ".join(f"{f:>14}" for f in fits))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    (SHOTS / "summary.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return result
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_every_slide_fits_the_screen_with_every_fragment_shown(walks, size):
+    failing = {w.deck: w.failing() for (_, s), w in walks.items() if s == size and w.failing()}
+    assert failing == {}, json.dumps(failing, indent=1)
+
+
+def test_the_right_arrow_reaches_every_slide(walks):
+    assert {w.deck: w.unreached() for w in walks.values() if w.unreached()} == {}
+    assert all(w.total >= 8 for w in walks.values())
+
+
+def test_every_slide_has_speaker_notes(walks):
+    bare = {w.deck: [(n, s.title) for n, s in w.slides.items() if s.notes < MIN_NOTES]
+            for (_, size), w in walks.items() if size == SIZES[0]}
+    assert {deck: slides for deck, slides in bare.items() if slides} == {}
+
+
+def test_no_request_leaves_the_build_folder(walks, built_course, browser):
+    out, index = built_course
+    assert {w.deck: w.outside for w in walks.values() if w.outside} == {}
+    assert all(w.requests >= 3 for w in walks.values())  # reveal.js, its notes plugin, the theme
+    for page_file in [index, *sorted(out.glob("[0-9][0-9]_*[a-z].html"))]:
+        page = browser.new_page()
+        seen, outside = record_requests(page, out)
+        page.goto(page_file.resolve().as_uri())
+        page.wait_for_load_state("load")
+        page.close()
+        assert outside == [], f"{page_file.name} asked the network for {outside}"
+
+
+def test_links_between_lessons_point_at_built_files(built_course):
+    out, _ = built_course
+    for built in sorted(out.glob("[0-9][0-9]_*.html")):
+        hrefs = re.findall(r'href="([^"#:]+)"', built.read_text(encoding="utf-8"))
+        assert [h for h in hrefs if h.endswith(".ipynb")] == [], built.name
+        assert [h for h in hrefs if not (out / h).exists()] == [], built.name
+    deck = (out / "02_axis_roles.slides.html").read_text(encoding="utf-8")
+    assert 'href="03_the_2x4_example.slides.html"' in deck  # a deck's next lesson is the next deck
+
+
+def test_the_speaker_view_opens_offline_with_the_notes(built_course, browser):
+    out, _ = built_course
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    outside = []
+    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(
+        out.resolve().as_uri() + "/") or route.request.url.startswith(("about:", "data:"))
+        else (outside.append(route.request.url), route.abort())[1])
+    page = context.new_page()
+    page.goto((out / f"{SCREENSHOT_DECK}.slides.html").resolve().as_uri())
+    page.wait_for_function("window.Reveal && Reveal.isReady() && Reveal.hasPlugin('notes')")
+    with context.expect_page() as opened:
+        page.keyboard.press("s")
+    speaker = opened.value
+    speaker.wait_for_selector(".speaker-controls-notes .value", state="attached")
+    speaker.wait_for_function(
+        "document.querySelector('.speaker-controls-notes .value').textContent.includes('Ask')")
+    notes = speaker.inner_text(".speaker-controls-notes .value")
+    assert "Say:" in notes and "Answer:" in notes
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    speaker.screenshot(path=SHOTS / "speaker_view_03.png")
+    context.close()
+    assert outside == []
+
+
+def test_lesson_03_screenshots_show_every_slide(walks):
+    deck = walks[SCREENSHOT_DECK, SIZES[0]]
+    saved = sorted(SHOTS.glob(f"{SCREENSHOT_DECK}_{SIZES[0][0]}x{SIZES[0][1]}_*.png"))
+    assert len(saved) >= deck.total
+    print(f"lesson 03: {deck.total} slides, screenshots in {SHOTS}")
