@@ -65,7 +65,7 @@ def save_checkpoint(model, path) -> Path:
         _flush_to_disk(partial)
         os.replace(partial, path)
     finally:
-        partial.unlink(missing_ok=True)  # gone after os.replace; left only when the save failed
+        partial.unlink(missing_ok=True)  # a failed save leaves nothing beside the target (after os.replace: a no-op)
     _flush_to_disk(path.parent)  # the rename itself survives a crash once its folder is flushed
     return path
 
