@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+
 from course_utils.course.exercises.core import exercise
 
 GATING = "decoder_block_0/ffw_gating/kernel"
 GATING_SHAPE = (64, 128)  # the lesson's tiny Gemma: hidden 64, feed-forward 128
 DEVICE_GIB = 16
+
+
+@functools.cache
+def _shape_only(preset: str):
+    """A preset's shape-only backbone, built once per session (a few seconds each)."""
+    from course_utils.sizing import abstract_model
+
+    return abstract_model(preset)
 
 
 def _official_layout(shape):
@@ -43,11 +53,11 @@ def gating_shard_shape(answer) -> str | None:
 @exercise("08.2", "Gemma 7B, Adam, float32, on a 2 x 4 mesh of 16 GiB devices: which layout's training state fits?")
 def layout_that_fits(answer) -> str | None:
     """Plans the training state of Gemma 7B from shapes under every layout and checks the answer."""
-    from course_utils.sizing import GIB, LAYOUTS, abstract_model, training_memory
+    from course_utils.sizing import GIB, LAYOUTS, training_memory
 
     if answer not in LAYOUTS:
         return f"Answer one of {list(LAYOUTS)}."
-    gemma = abstract_model("gemma_7b_en")
+    gemma = _shape_only("gemma_7b_en")
     totals = {layout: training_memory(gemma, (2, 4), layout=layout).max_total / GIB for layout in LAYOUTS}
     fitting = [layout for layout in LAYOUTS if totals[layout] <= DEVICE_GIB]
     if answer in fitting:
@@ -65,11 +75,11 @@ def largest_replicated(answer) -> str | None:
     import math
 
     from course_utils.mesh import make_mesh
-    from course_utils.sizing import MESH_AXES, abstract_model, layout_for
+    from course_utils.sizing import MESH_AXES, layout_for
 
     if not isinstance(answer, str):
         return "Give a variable path as a string, like 'token_embedding/embeddings'."
-    llama = abstract_model("llama3_8b_en")
+    llama = _shape_only("llama3_8b_en")
     dist = layout_for(type(llama), make_mesh((2, 4), MESH_AXES), "official")
     whole = {v.path: math.prod(v.shape) for v in llama.weights
              if all(a is None for a in dist.get_variable_layout(v).axes)}
