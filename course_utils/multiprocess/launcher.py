@@ -137,6 +137,8 @@ def launch(script: str | os.PathLike, args: Sequence[str] = (), *, processes: in
     script = _validate(script, processes, devices_per_process, mesh, timeout)
     if port is not None:
         _check_port_number(port)
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise LaunchError(f"retries must be a whole number >= 0. Received: retries={retries!r}.")
     for attempt in range(retries + 1):
         chosen = _check_port(port) if port is not None else free_port()
         result = _run(script, tuple(str(a) for a in args), processes, devices_per_process, chosen,
@@ -185,6 +187,8 @@ def _validate(script, processes, devices_per_process, mesh, timeout) -> Path:
             raise LaunchError(f"{name} must be a whole number >= 1. Received: {name}={value!r}. "
                               f"Use e.g. processes=2, devices_per_process=4.")
     if mesh is not None:
+        if isinstance(mesh, (str, int)) or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in mesh):
+            raise LaunchError(f"mesh must be a tuple of positive whole numbers such as (2, 4). Received: mesh={mesh!r}.")
         need, have = _product(mesh), processes * devices_per_process
         if need != have:
             raise LaunchError(

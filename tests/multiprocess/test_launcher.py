@@ -163,6 +163,11 @@ def test_output_is_prefixed_with_the_process(sleeper, capsys):
     ({"processes": 0, "devices_per_process": 4}, ["processes=0", ">= 1"]),
     ({"processes": 2, "devices_per_process": 0}, ["devices_per_process=0"]),
     ({"processes": 3, "devices_per_process": 4, "mesh": (2, 4)}, ["needs 8 devices", "give 12", "2 x 4"]),
+    ({"processes": 2, "devices_per_process": 4, "mesh": "2x4"}, ["Received: mesh='2x4'", "such as (2, 4)"]),
+    ({"processes": 2, "devices_per_process": 4, "mesh": (2, 0)}, ["Received: mesh=(2, 0)"]),
+    ({"processes": 2, "devices_per_process": 4, "port": 0}, ["Received: port=0"]),
+    ({"processes": 2, "devices_per_process": 4, "timeout": float("nan")}, ["Received: timeout=nan"]),
+    ({"processes": 2, "devices_per_process": 4, "retries": -1}, ["Received: retries=-1"]),
 ])
 def test_bad_arguments_say_what_to_do(kwargs, words):
     with pytest.raises(LaunchError) as error:
