@@ -45,10 +45,10 @@ class ExerciseCell:
 def exercise_cell(source: str) -> ExerciseCell:
     """Reads the exercise id and the checked name from an exercise cell's `check(...)` call."""
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check":
-            exercise_id, answer = node.args
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check" and \
+                [type(a) for a in node.args] == [ast.Constant, ast.Name]:
             blank = "\n".join(line for line in source.splitlines() if "check(" not in line)
-            return ExerciseCell(exercise_id.value, answer.id, blank)
+            return ExerciseCell(node.args[0].value, node.args[1].id, blank)
     raise ValueError(f'Received an exercise cell without a check("NN.M", name) call:\n{source}')
 
 

@@ -2,10 +2,10 @@
 
 The build writes an nbgrader course directory from lesson 01, nbgrader's own
 generate_assignment writes the release version, and nbgrader autograde scores a
-student notebook with one right, one wrong and one untouched answer.
+student notebook with one right, one wrong and one untouched answer (1, 0, 0) and
+the source version, every solution in place (1, 1, 1).
 """
 
-import shutil
 from pathlib import Path
 
 import nbformat
@@ -54,22 +54,26 @@ def test_the_release_holds_the_blanks_and_no_solution(course):
     assert "BEGIN SOLUTION" not in text and "Teacher's notes" not in text
 
 
-def test_autograde_scores_a_known_submission(course):
+def _submit(course, student, notebook):
+    submitted = course / "submitted" / student / "lesson01" / LESSON.name
+    submitted.parent.mkdir(parents=True)
+    nbformat.write(notebook, submitted)
+
+
+def test_autograde_scores_known_submissions(course):
     lesson = nbformat.read(LESSON, as_version=4)
-    first, second, _ = exercise_cells(lesson)
+    first, _, _ = exercise_cells(lesson)
     answers = {
         "answer_01_1": solution_for(lesson, first),  # right: the lesson's own solution
         "answer_01_2": 'mesh_4x2 = distribution.DeviceMesh((2, 4), ("data", "model"), distribution.list_devices())',
     }  # 01.2 wrong (2 x 4, not 4 x 2); 01.3 left as released: `answer = ...`
-    release = course / "release" / "lesson01" / LESSON.name
-    submitted = course / "submitted" / "ada" / "lesson01" / LESSON.name
-    submitted.parent.mkdir(parents=True)
-    shutil.copy(release, submitted)
-    notebook = nbformat.read(submitted, as_version=4)
-    for cell in notebook.cells:
+    ada = nbformat.read(course / "release" / "lesson01" / LESSON.name, as_version=4)
+    for cell in ada.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id in answers:
             cell.source = answers[grade_id]
-    nbformat.write(notebook, submitted)
-    nbgrader_command(course, "autograde", "lesson01", "--student", "ada", "--force")
+    _submit(course, "ada", ada)
+    _submit(course, "bob", nbformat.read(course / "source" / "lesson01" / LESSON.name, as_version=4))  # all solved
+    nbgrader_command(course, "autograde", "lesson01", "--force")
     assert scores(course, "lesson01", "ada") == {"test_01_1": 1.0, "test_01_2": 0.0, "test_01_3": 0.0}
+    assert scores(course, "lesson01", "bob") == {"test_01_1": 1.0, "test_01_2": 1.0, "test_01_3": 1.0}
