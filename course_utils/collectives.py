@@ -89,15 +89,18 @@ def attribute(ops: list[CollectiveOp], model, distribution, outputs) -> list[Col
     trainable = list(model.trainable_variables)
     rows = []
     for op in ops:
-        source = op.sources[0] if op.sources else None
-        layers = list(dict.fromkeys(_layer_of(src.scope, scopes) for src in op.sources)) or [STEP]
+        # XLA may combine several transfers into one; the first layer's backward source leads.
+        ranked = sorted(op.sources, key=lambda src: (_layer_of(src.scope, scopes) in (LOSS, STEP), not src.backward))
+        source = ranked[0] if ranked else None
+        layers = list(dict.fromkeys(_layer_of(src.scope, scopes) for src in ranked)) or [STEP]
         layer = " + ".join(layers[:3]) + (f" + {len(layers) - 3} more" if len(layers) > 3 else "")
         weight = _weight_of(op.operand, trainable)
+        passes = sorted({"backward" if src.backward else "forward" for src in op.sources}, reverse=True)
+        reason = _reason(op, source, layer, weight, model, distribution)
         rows.append(CollectiveRow(
             layer=layer, op=source.op if source else "", kind=op.kind, axes=op.axes, bytes=op.bytes,
-            pass_=("backward" if source.backward else "forward") if source else "",
-            weight=weight.path if weight is not None else "", name=op.name,
-            reason=_reason(op, source, layer, weight, model, distribution),
+            pass_="+".join(passes), weight=weight.path if weight is not None else "", name=op.name,
+            reason=f"{len(op.shapes)} transfers combined by XLA; {reason}" if len(op.sources) > 1 else reason,
         ))
     return rows
 

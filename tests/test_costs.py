@@ -79,3 +79,63 @@ def test_a_program_that_differs_from_the_expectation_is_reported():
     assert any(e.axes == ("model",) for e in report.expected)
     assert report.bytes_over("model", kind="all-gather") == 16 * 32 * 4
     assert not report.agrees and "DIFFER" in repr(report)
+
+
+def test_sparse_labels_get_integer_default_targets():
+    dp = data_parallel()
+    with dp.scope():
+        model = models.mlp(inputs=16, hidden=32, classes=4)
+        model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    report = communication_report(model, dp, (32, 16))  # targets: (32,) int32, not a copy of the output
+    assert report.agrees, report
+    assert GRADIENT_BYTES <= report.bytes_over("data") <= GRADIENT_BYTES + 16
+
+
+def test_a_real_batch_gives_the_same_program_as_its_shapes():
+    import numpy as np
+
+    mp = megatron((2, 4))
+    model = built_under(mp)
+    from_shape = communication_report(model, mp, (32, 16))
+    from_batch = communication_report(model, mp, (np.zeros((32, 16), "float32"), np.zeros((32, 4), "float32")))
+    assert from_batch.compiled == from_shape.compiled and from_batch.agrees
+
+
+def test_every_collective_is_attributed_to_its_layer():
+    mp = megatron((2, 4))
+    report = communication_report(built_under(mp), mp, (32, 16))
+    partial = [r for r in report.collectives if r.axes == ("model",)]
+    assert [(r.layer, r.op, r.pass_) for r in partial] == [("mlp/d2", "dot_general", "forward")]
+    assert "partial sums of mlp/d2's dot_general" in partial[0].reason
+    gradients = [r for r in report.collectives if r.axes == ("data",) and r.kind == "all-reduce"]
+    assert gradients and all("backward" in r.pass_ for r in gradients)  # XLA may add the loss's sum
+    assert any("gradients of mlp/d1" in r.reason and "part of the batch" in r.reason for r in gradients)
+    table = report.by_layer()
+    assert sum(r["bytes"] for r in table.rows) == sum(c.bytes for c in report.compiled)
+
+
+def test_a_difference_names_the_layer_and_the_weight():
+    layout_map = distribution.LayoutMap(make_mesh((2, 4), ("data", "model")))
+    layout_map[".*d1/kernel"] = ("model", None)
+    mp = distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+    report = communication_report(built_under(mp), mp, (32, 16))
+    (gather,) = [r for r in report.collectives if r.kind == "all-gather"]
+    assert gather.weight == "mlp/d1/kernel" and gather.layer == "mlp/d1" and "XLA gathers it" in gather.reason
+    assert any("not expected" in line and "mlp/d1" in line for line in report.differences())
+
+
+def test_an_unbuilt_model_is_refused_with_the_fix():
+    model = keras.Sequential([keras.layers.Dense(4)], name="unbuilt")
+    model.compile(optimizer="adam", loss="mse")
+    with pytest.raises(ValueError, match=r"needs a built model; 'unbuilt' has no variables yet\. Build it"):
+        communication_report(model, data_parallel(), (32, 16))
+    with pytest.raises(ValueError, match=r"memory_report needs a built model; 'unbuilt' has no variables yet"):
+        memory_report(model, data_parallel())
+
+
+def test_target_options_with_a_real_batch_are_refused():
+    import numpy as np
+
+    dp = data_parallel()
+    with pytest.raises(ValueError, match=r"with a real batch \(x, y\), y says them\. Received: target_shape=\(32,\)"):
+        communication_report(built_under(dp), dp, (np.zeros((32, 16)), np.zeros((32, 4))), target_shape=(32,))

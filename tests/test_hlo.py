@@ -1,6 +1,6 @@
 """Reading collectives from compiled XLA text, in every device-group format XLA prints."""
 
-from course_utils.hlo import parse_collectives
+from course_utils.hlo import Source, parse_collectives
 
 
 def test_parse_every_group_format():
@@ -29,3 +29,38 @@ def test_counts_add_up_per_kind_and_axes():
     line = "%a = f32[8,4]{1,0} all-reduce(%x), replica_groups=[2,4]<=[8], to_apply=%add"
     (collective,) = parse_collectives("\n".join([line, line.replace("%a", "%b")]), ("data", "model"), (2, 4))
     assert collective.count == 2 and collective.bytes == 256 and collective.source == "compiled"
+
+
+def test_op_names_unwrap_transformations_and_split_combined_sources():
+    from course_utils.hlo import parse_op_name
+
+    (backward,) = parse_op_name("jit(train_step)/transpose(jvp(gemma_backbone))/decoder_block_0/ffw_gating/"
+                                "btd,df->btf/dot_general")
+    assert backward == Source("gemma_backbone/decoder_block_0/ffw_gating", "dot_general", True, "btd,df->btf")
+    combined = parse_op_name("jit(train_step)/jvp(gemma_backbone)/decoder_block_0/attention/"
+                             "(value/bsd,kdh->bskh/dot_general:key/bsd,kdh->bskh/dot_general)")
+    assert [(s.scope, s.op, s.backward) for s in combined] == [
+        ("gemma_backbone/decoder_block_0/attention/value", "dot_general", False),
+        ("gemma_backbone/decoder_block_0/attention/key", "dot_general", False)]
+    mixed = parse_op_name("jit(step)/(jvp(compile_loss)/mse/reduce_sum:transpose(jvp(mlp))/d1/dot_general)")
+    assert [(s.scope, s.backward) for s in mixed] == [("compile_loss/mse", False), ("mlp/d1", True)]
+    (inner_jit,) = parse_op_name("jit(train_step)/jvp(m)/token_embedding/jit(_take)/gather")
+    assert inner_jit.scope == "m/token_embedding" and inner_jit.op == "gather"
+
+
+def test_collective_ops_read_the_source_and_the_program_input():
+    from course_utils.hlo import collective_ops
+
+    text = "\n".join([
+        '  %param.12 = f32[32,16]{1,0} parameter(7), sharding={devices=[2,4]<=[8]}, metadata={op_name="state[0][7]"}',
+        "  %wrapped_copy.3 = f32[32,16]{0,1} fusion(%param.12), kind=kLoop, calls=%wrapped_copy_computation",
+        "  %add.1 = f32[32,16]{1,0} add(%param.12, %param.12)",
+        '  %all-gather.30 = f32[64,16]{1,0} all-gather(%wrapped_copy.3), channel_id=93, replica_groups=[4,2]<=[2,4]T(1,0), '
+        'dimensions={0}, metadata={op_name="jit(train_step)/transpose(jvp(m))/d1/dot_general" stack_frame_id=3}',
+        "  %all-reduce.2 = f32[32,16]{1,0} all-reduce(%add.1), replica_groups=[2,4]<=[8], to_apply=%sum",
+    ])
+    gather, reduce = collective_ops(text, ("data", "model"), (2, 4))
+    assert (gather.name, gather.kind, gather.axes, gather.bytes, gather.shapes) == (
+        "all-gather.30", "all-gather", ("data",), 64 * 16 * 4, ((64, 16),))
+    assert gather.operand == "state[0][7]" and gather.sources == (Source("m/d1", "dot_general", True),)
+    assert reduce.operand == "" and reduce.sources == () and reduce.axes == ("model",)
