@@ -1,0 +1,59 @@
+"""Drawing "will it fit?": GiB of training state per device, per model and mesh, against device memory."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from course_utils.sizing import FitReport
+from course_utils.viz.figures import FONT, SMALL
+from course_utils.viz.model import HATCHES
+from course_utils.viz.palette import MEMORY_COLORS
+
+LINE_STYLES = ("--", ":", "-.")
+
+
+def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
+    """Stacked bars of weights, gradients and optimizer state per device, one panel per model.
+
+    Each bar is one mesh shape, its total written on top; a dashed or dotted
+    line marks each device size of the report, named in the legend. A mesh on which the layout cannot split some
+    weight gets no bar and says "cannot split" in its place.
+
+    Args:
+        report: A `FitReport` from `will_it_fit`.
+        title: The figure's title; defaults to the report's.
+
+    Returns:
+        A `Figure`.
+    """
+    models = list(dict.fromkeys(r.model for r in report.rows))
+    fig = Figure(figsize=(3.6 * len(models) + 1.6, 3.8), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(models), sharey=True))
+    top = max([r.total for r in report.rows] + list(report.device_gib)) * 1.12
+    for ax, model in zip(axes, models):
+        rows = [r for r in report.rows if r.model == model]
+        _bars(ax, rows, top)
+        for gib, style in zip(report.device_gib, LINE_STYLES):
+            ax.axhline(gib, color="black", linestyle=style, linewidth=1.2, label=f"memory of a {gib:g} GiB device")
+        ax.set_title(model, fontsize=FONT)
+        ax.set_xticks(range(len(rows)), [f"{r.mesh_shape[0]} x {r.mesh_shape[1]}" for r in rows])
+        ax.set_xlabel("mesh (batch x model)", fontsize=SMALL)
+        ax.set_ylim(0, top)
+        ax.tick_params(labelsize=SMALL)
+    axes[0].set_ylabel("GiB per device", fontsize=SMALL)
+    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=SMALL)
+    fig.suptitle(title or report.title, fontsize=FONT)
+    return fig
+
+
+def _bars(ax, rows, top: float) -> None:
+    bottom = np.zeros(len(rows))
+    for kind, color in MEMORY_COLORS.items():
+        values = np.array([0.0 if r.problem else getattr(r, kind) for r in rows])
+        ax.bar(range(len(rows)), values, bottom=bottom, color=color, hatch=HATCHES[kind],
+               edgecolor="white", linewidth=0.5, label="optimizer state" if kind == "optimizer" else kind)
+        bottom += values
+    for i, row in enumerate(rows):
+        label = "cannot\nsplit" if row.problem else f"{row.total:.1f}"
+        ax.text(i, 0.02 * top if row.problem else row.total, label, ha="center", va="bottom", fontsize=SMALL)

@@ -1,0 +1,25 @@
+"""The will-it-fit figure draws what the report holds: one bar per model and mesh, each device size named."""
+
+from matplotlib.figure import Figure
+
+from course_utils import draw_fit
+from course_utils.sizing import Fit, FitReport
+
+
+def _report():
+    rows = [Fit("big", (2, 4), 4.0, 4.0, 8.0), Fit("big", (8, 1), 4.0, 4.0, 8.0),
+            Fit("odd", (2, 4), 0.0, 0.0, 0.0, problem="cannot split"), Fit("odd", (8, 1), 1.0, 1.0, 2.0)]
+    return FitReport(rows, device_gib=(16, 80), title="test report")
+
+
+def test_draw_fit_stacks_each_part_and_names_each_device_size():
+    fig = draw_fit(_report())
+    assert isinstance(fig, Figure) and [ax.get_title() for ax in fig.axes] == ["big", "odd"]
+    big = fig.axes[0]
+    tops = sorted(round(p.get_y() + p.get_height(), 6) for p in big.patches)
+    assert tops[-2:] == [16.0, 16.0]  # weights + gradients + optimizer state of each mesh
+    labels = [t.get_text() for t in fig.axes[1].texts]
+    assert "cannot\nsplit" in labels and "4.0" in labels
+    legend = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
+    assert "memory of a 16 GiB device" in legend and "memory of a 80 GiB device" in legend
+    assert {"weights", "gradients", "optimizer state"} <= set(legend)
