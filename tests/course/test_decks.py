@@ -202,6 +202,22 @@ def test_links_between_lessons_point_at_built_files(built_course):
     assert 'href="03_the_2x4_example.slides.html"' in deck  # a deck's next lesson is the next deck
 
 
+def test_a_clickers_next_keys_step_forward(built_course, browser):
+    out, _ = built_course
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto((out / f"{SCREENSHOT_DECK}.slides.html").resolve().as_uri())
+    page.wait_for_function("window.Reveal && Reveal.isReady()")
+    assert page.evaluate("Reveal.getConfig().navigationMode") == "linear"
+    steps = []
+    for key in ("PageDown", "n", "Space", "ArrowRight", "PageDown"):
+        before = page.evaluate("[Reveal.getProgress(), Reveal.getIndices()]")
+        page.keyboard.press(key)
+        after = page.evaluate("[Reveal.getProgress(), Reveal.getIndices()]")
+        steps.append((key, before[1] != after[1] and after[0] >= before[0]))
+    page.close()
+    assert all(moved for _, moved in steps), steps
+
+
 def test_the_speaker_view_opens_offline_with_the_notes(built_course, browser):
     out, _ = built_course
     context = browser.new_context(viewport={"width": 1280, "height": 720})
