@@ -1,59 +1,199 @@
-"""Drawing a model: every weight's placement and the bytes each device holds; training memory."""
+"""Drawing a model: every weight's placement and the bytes each device holds; training memory.
+
+A real model has dozens of weights: `draw_model` draws them a page at a
+time (12 panels by default) at a size that stays readable on a projector,
+never shrinking the panels to fit more. Titles wrap at '/' so long paths
+never run into a neighbouring panel.
+"""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.transforms import Affine2D
 
 from course_utils.costs import MemoryReport
-from course_utils.layout import explain_layout
-from course_utils.viz.palette import MEMORY_COLORS, device_color
-from course_utils.viz.placement import draw_view, panel_views
+from course_utils.layout import LayoutReport, explain_layout
+from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
+from course_utils.viz.palette import MEMORY_COLORS, mesh_colors
+from course_utils.viz.blocks import draw_block
+from course_utils.viz.placement import dim_label, legend, panel_views, placement_colors, undrawn, view_ratio
+
+COLUMNS = 4
+PANEL = (MAX_WIDTH - 0.6) / COLUMNS  # inches per column of panels
+PER_PAGE = 12
+HATCHES = {"weights": "", "gradients": "//", "optimizer": ".."}
 
 
-def draw_model(model, distribution, *, max_panels: int = 8) -> Figure:
-    """Draws every weight's placement and the bytes each device holds.
+def draw_model(report, distribution=None, *, page: int = 0, per_page: int = PER_PAGE,
+               max_panels: int | None = None, bytes_chart: bool = True, memory: MemoryReport | None = None) -> Figure:
+    """Draws each variable's placement, a page at a time, and the bytes each device holds.
 
     Args:
-        model: A built Keras model.
-        distribution: The distribution to lay it out with.
-        max_panels: At most this many weights are drawn ("and N more").
+        report: A `LayoutReport` (from `explain_layout`), drawn whole; or a
+            built Keras model, whose weights are drawn under `distribution`.
+        distribution: The distribution, when `report` is a model.
+        page: Which page of `per_page` panels to draw (0 is the first).
+        per_page: Panels per page; `max_panels` is another name for it.
+        bytes_chart: Draw the bytes per device below the panels.
+        memory: A `MemoryReport`: the chart below shows training memory
+            (weights, gradients, optimizer state) instead (the model explorer's view).
+
+    Returns:
+        A `Figure`: the panels of one page, then the bytes per device of all
+        the variables (every page's), with what the marks mean in words.
     """
-    report = explain_layout(model, distribution)
-    model_paths = {v.path for v in model.variables}
-    rows = [r for r in report.rows if r.path in model_paths]
-    shown = rows[:max_panels]
-    cols = min(len(shown), 4)
-    grid_rows = math.ceil(len(shown) / cols)
-    fig = Figure(figsize=(max(3.3 * cols + 0.5, 6.5), 2.8 * grid_rows + 2.2), layout="constrained")
-    spec = fig.add_gridspec(grid_rows + 1, cols, height_ratios=[1] * grid_rows + [0.6])
-    for i, row in enumerate(shown):
-        ax = fig.add_subplot(spec[i // cols, i % cols])
-        draw_view(ax, row.placement, panel_views(row.placement)[0], max_ratio=2.5, compact=True)
-        ax.set_title(f"{row.path}\n{row.shape} -> {row.shard_shape}", fontsize=8)
-    bars = fig.add_subplot(spec[grid_rows, :])
-    totals = type(report)(rows).bytes_per_device
-    devices = list(totals)
-    bars.bar(devices, [totals[d] for d in devices], color=[device_color(d) for d in devices])
-    bars.set_ylabel("weight bytes per device")
-    more = f" (and {len(rows) - len(shown)} more not drawn)" if len(rows) > len(shown) else ""
-    fig.suptitle(f"{model.name} under {report.title}{more}")
+    report, name = _rows_of(report, distribution)
+    per_page = max_panels or per_page
+    pages = math.ceil(len(report.rows) / per_page)
+    if not 0 <= page < pages:
+        raise ValueError(f"page={page}, but {len(report.rows)} variables make {pages} page(s) of {per_page}; "
+                         f"pass page=0 to {pages - 1}.")
+    shown = report.rows[page * per_page:(page + 1) * per_page]
+    colors = placement_colors(shown[0].placement)
+    width = max(PANEL * min(len(shown), COLUMNS) + 0.6, 7.5)
+    span = f"variables {page * per_page + 1}-{page * per_page + len(shown)} of {len(report.rows)}"
+    more = f", page {page + 1} of {pages}: draw_model(..., page={page + 1}) shows the next" if page + 1 < pages else ""
+    heading = wrap(f"{name}{report.title}: {span}{more}", chars_across(width, FONT + 1))
+    copies = any(row.placement.replication > 1 for row in shown)
+    caption = wrap(legend(shown[0].placement, colors, copies=copies), chars_across(width, SMALL))
+    panels = [_panel(row) for row in shown]
+    layout = _Layout(width, heading, caption, panels, 2.2 if bytes_chart or memory is not None else 0.0)
+    fig = Figure(figsize=(width, layout.height))
+    fig.text(0.5, 1 - 0.12 / layout.height, heading, ha="center", va="top", fontsize=FONT + 1)
+    fig.text(0.5, 0.08 / layout.height, caption, ha="center", va="bottom", fontsize=SMALL)
+    for i, (row, (view, title, _)) in enumerate(zip(shown, panels)):
+        draw_panel(fig, layout.rect(i), row.placement, view, colors, title)
+    if memory is not None:
+        memory_bars(fig.add_axes(layout.chart_rect(legend_room=1.3)), memory)
+    elif bytes_chart:
+        _draw_bytes(fig.add_axes(layout.chart_rect()), report)
     return fig
+
+
+MAX_RATIO = 0.8  # panels at most this tall for their width: a page of 12 fits a slide
+LINE = 1.3 * SMALL / 72  # inches per line of SMALL text
+
+
+def _panel(row) -> tuple:
+    """(view, title, height / width) of one variable's panel; the title names every dimension not drawn."""
+    view = panel_views(row.placement)[0]
+    title = wrap(row.path, chars_across(PANEL - 0.45, SMALL)) + f"\n{row.shape} -> {row.shard_shape} per device"
+    notes = undrawn(row.placement, view)
+    return view, title + (f"\n{wrap(notes, chars_across(PANEL - 0.45, SMALL))}" if notes else ""), \
+        view_ratio(row.placement, view, MAX_RATIO)
+
+
+def draw_panel(fig, rect, p, view, colors, title: str) -> None:
+    """One variable's panel drawn straight on the figure, without an Axes (many redraw fast).
+
+    Args:
+        rect: (left, bottom, width, height) of the blocks' area, in inches.
+    """
+    x, y, w, h = rect
+    rows = p.shape[view.row_dim] if view.row_dim is not None else 1
+    cols = p.shape[view.col_dim] if view.col_dim is not None else 1
+    to_inches = Affine2D().scale(w / cols, -h / rows).translate(x, y + h) + fig.dpi_scale_trans
+    for block in view.blocks:
+        r0, r1 = block.index[view.row_dim] if view.row_dim is not None else (0, 1)
+        c0, c1 = block.index[view.col_dim] if view.col_dim is not None else (0, 1)
+        draw_block(fig.add_artist, to_inches, p, block.devices, (r0, r1, c0, c1),
+                   (w * (c1 - c0) / cols, h * (r1 - r0) / rows), colors, compact=True)
+    inches = fig.dpi_scale_trans
+    fig.text(x, y + h + 0.05, title, transform=inches, ha="left", va="bottom", fontsize=SMALL)
+    fig.text(x + w / 2, y - 0.05, dim_label(p, view.col_dim), transform=inches, ha="center", va="top",
+             fontsize=SMALL)
+    if view.row_dim is not None:
+        fig.text(x - 0.05, y + h / 2, dim_label(p, view.row_dim), transform=inches, rotation=90, ha="right",
+                 va="center", fontsize=SMALL)
+
+
+class _Layout:
+    """Where everything goes, in inches, so titles and labels have their room by construction."""
+
+    LEFT, LABEL, GAP_Y = 0.4, 0.3, 0.5
+
+    def __init__(self, width, heading, caption, panels, chart):
+        self.width, self.chart = width, chart
+        self.top = 0.25 + LINE * (heading.count("\n") + 1.4)
+        self.bottom = 0.2 + LINE * (caption.count("\n") + 1)
+        self.rows = [panels[i:i + COLUMNS] for i in range(0, len(panels), COLUMNS)]
+        self.titles = [max(t.count("\n") + 1 for _, t, _ in r) * LINE + 0.1 for r in self.rows]
+        self.heights = [max(ratio for _, _, ratio in r) * self.panel for r in self.rows]
+        body = sum(self.titles) + sum(self.heights) + len(self.rows) * self.GAP_Y
+        self.height = self.top + body + (chart + 0.5 if chart else 0) + self.bottom
+
+    @property
+    def panel(self) -> float:
+        """Width of a panel's blocks, inches."""
+        return PANEL - self.LABEL - 0.15
+
+    def rect(self, i: int) -> tuple:
+        r, c = divmod(i, COLUMNS)
+        h = self.rows[r][c][2] * self.panel
+        top = self.top + sum(self.titles[:r + 1]) + sum(self.heights[:r]) + r * self.GAP_Y
+        return (self.LEFT + self.LABEL + c * PANEL, self.height - top - h, self.panel, h)
+
+    def chart_rect(self, legend_room: float = 0.0) -> tuple:
+        y = self.bottom + 0.45
+        width = self.width - 1.0 - legend_room
+        return (0.7 / self.width, y / self.height, width / self.width, (self.chart - 0.3) / self.height)
+
+
+def _rows_of(report, distribution) -> tuple[LayoutReport, str]:
+    """The report to draw, and a name for the title ("" when given a report)."""
+    if isinstance(report, LayoutReport):
+        if not report.rows:
+            raise ValueError("The LayoutReport has no rows to draw.")
+        return report, ""
+    if distribution is None:
+        raise ValueError(f"draw_model needs a LayoutReport, or a model and a distribution. Received "
+                         f"{type(report).__name__} and distribution=None.")
+    model = report
+    full = explain_layout(model, distribution)
+    paths = {v.path for v in model.variables}
+    weights = LayoutReport([r for r in full.rows if r.path in paths], title=full.title)
+    return weights, f"{model.name} under "
+
+
+def _draw_bytes(ax, report: LayoutReport) -> None:
+    totals = report.bytes_per_device
+    devices = list(totals)
+    first = report.rows[0].placement
+    colors = mesh_colors(np.array(first.devices, dtype=object).reshape(first.mesh_shape), first.axis_names)
+    ax.bar(range(len(devices)), [totals[d] for d in devices], color=[colors[d] for d in devices],
+           edgecolor="black", linewidth=0.5)
+    step = math.ceil(len(devices) / 16)
+    ax.set_xticks(range(0, len(devices), step), devices[::step])
+    ax.set_xlim(-0.6, len(devices) - 0.4)
+    ax.tick_params(labelsize=SMALL)
+    ax.set_ylabel("bytes", fontsize=SMALL)
+    ax.set_title(f"Bytes each device holds for all {len(report.rows)} variables (largest: "
+                 f"{max(totals.values()):,})", fontsize=FONT)
 
 
 def draw_memory(memory: MemoryReport) -> Figure:
-    """Stacked bars: weights, gradients and optimizer state on each device."""
-    fig = Figure(figsize=(7, 2.6))
-    fig.subplots_adjust(left=0.12, right=0.83, bottom=0.12, top=0.88)
-    ax = fig.subplots()
-    devices = [r.device for r in memory.rows]
-    bottom = [0] * len(devices)
-    for kind, color in MEMORY_COLORS.items():
-        values = [getattr(r, kind) for r in memory.rows]
-        ax.bar(devices, values, bottom=bottom, color=color, label=kind)
-        bottom = [b + v for b, v in zip(bottom, values)]
-    ax.set_ylabel("bytes per device")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-    ax.set_title(f"Training memory per device (largest: {memory.max_total:,} bytes)", fontsize=10)
+    """Stacked bars: weights, gradients and optimizer state on each device (colour and hatching)."""
+    fig = Figure(figsize=(7.5, 2.8), layout="constrained")
+    memory_bars(fig.subplots(), memory)
     return fig
+
+
+def memory_bars(ax, memory: MemoryReport) -> None:
+    """Draws `memory` as stacked bars per device on `ax`; the legend names each kind."""
+    devices = [r.device for r in memory.rows]
+    bottom = np.zeros(len(devices))
+    for kind, color in MEMORY_COLORS.items():
+        values = np.array([getattr(r, kind) for r in memory.rows], dtype=float)
+        ax.bar(range(len(devices)), values, bottom=bottom, color=color, hatch=HATCHES[kind],
+               edgecolor="white", linewidth=0.5, label=kind)
+        bottom += values
+    step = math.ceil(len(devices) / 16)
+    ax.set_xticks(range(0, len(devices), step), devices[::step])
+    ax.set_xlim(-0.6, len(devices) - 0.4)
+    ax.tick_params(labelsize=SMALL)
+    ax.set_ylabel("bytes per device", fontsize=SMALL)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=SMALL)
+    ax.set_title(f"Training memory per device (largest: {memory.max_total:,} bytes)", fontsize=FONT)

@@ -1,16 +1,34 @@
-"""Drawing a tensor cut into the blocks devices hold, and a batch split over devices."""
+"""Drawing a tensor cut into the blocks devices hold, and a batch split over devices.
+
+Two marks, never confused: a block one device holds is filled with that
+device's colour; a block copied on several devices is drawn as a pale stack
+of cards marked "N copies". Every block also carries a small picture of the
+mesh with its holders lit, which shows where on the mesh it lives, and its
+holders' names. Every dimension of the tensor is either drawn or named.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
 
 from course_utils.placements import Placement, placement, planned_placement
-from course_utils.viz.figures import BLOCK_GID
-from course_utils.viz.palette import REPLICA_GREY, device_color
+from course_utils.viz.blocks import MINI_MESH_MAX, draw_block
+from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
+from course_utils.viz.palette import MeshColors, mesh_colors
+
+
+@dataclass(frozen=True)
+class View:
+    """One panel: the dimensions drawn down and across, the others fixed to a range."""
+
+    row_dim: int | None
+    col_dim: int | None
+    fixed: dict
+    blocks: tuple
 
 
 def draw_placement(x, *, title: str | None = None, max_ratio: float = 6.0) -> Figure:
@@ -22,32 +40,51 @@ def draw_placement(x, *, title: str | None = None, max_ratio: float = 6.0) -> Fi
         max_ratio: Tensors longer than this ratio are drawn squashed to it.
 
     Returns:
-        A `Figure`: one panel per distinct view when the tensor has more
-        than two dimensions (the dimensions not drawn are named).
+        A `Figure`: one panel per distinct view when the tensor has more than
+        two dimensions; each panel names the dimensions it does not draw.
     """
     p = x if isinstance(x, Placement) else placement(x)
     views = panel_views(p)
-    n = len(views)
-    cols = min(n, 4)
-    fig = Figure(figsize=(min(max(3.4 * cols + 1, 6.5), 15), 3.0 * math.ceil(n / cols) + 0.6), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(math.ceil(n / cols), cols)).ravel()
+    colors = placement_colors(p)
+    cols = min(len(views), 4)
+    rows = math.ceil(len(views) / cols)
+    ratio = max(view_ratio(p, v, max_ratio) for v in views)
+    width = min(max(4.2 * cols + 0.9, 6.5), MAX_WIDTH)
+    panel = min((width - 0.9) / cols, 4.6 / ratio)  # axes width, inches
+    fig = Figure(figsize=(width, rows * (panel * ratio + 0.9) + 1.3), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(rows, cols)).ravel()
     for ax, view in zip(axes, views):
-        draw_view(ax, p, view, max_ratio=max_ratio)
-    for ax in axes[n:]:
+        draw_view(ax, p, view, colors, max_ratio=max_ratio, panel_inches=panel)
+    for ax in axes[len(views):]:
         ax.set_visible(False)
-    fig.suptitle(title or _placement_title(p))
+    fig.suptitle(wrap(title or placement_title(p), chars_across(width, FONT + 1)), fontsize=FONT + 1)
+    fig.supxlabel(wrap(legend(p, colors), chars_across(width, SMALL)), fontsize=SMALL)
     return fig
 
 
-def _placement_title(p: Placement) -> str:
+def placement_title(p: Placement) -> str:
     label = f"{p.name}: " if p.name else ""
     copies = f", each block on {p.replication} devices" if p.replication > 1 else ""
     blocks = f"{len(p.blocks)} block{'s' * (len(p.blocks) != 1)}"
     return f"{label}shape {p.shape} -> shard {p.shard_shape} per device, {blocks}{copies}"
 
 
-def panel_views(p: Placement) -> list[tuple]:
-    """(row_dim, col_dim, fixed ranges of the other dims, blocks) per panel."""
+def legend(p: Placement, colors: MeshColors, *, copies: bool | None = None) -> str:
+    """What the marks of a placement figure mean, in words (`copies`: some block has copies; default: p's)."""
+    parts = [f"Filled block: one device holds it ({colors.rule})."]
+    if p.replication > 1 if copies is None else copies:
+        parts.append("Pale stack marked 'N copies': the same block copied on N devices, not a split.")
+    if len(p.devices) <= MINI_MESH_MAX:
+        parts.append(f"Small grid in a block: the mesh {tuple(p.mesh_shape)}, its holders lit.")
+    return " ".join(parts)
+
+
+def placement_colors(p: Placement) -> MeshColors:
+    return mesh_colors(np.array(p.devices, dtype=object).reshape(p.mesh_shape), p.axis_names)
+
+
+def panel_views(p: Placement) -> list[View]:
+    """The panels that show every block: split dimensions drawn first, the rest fixed per panel."""
     rank = len(p.shape)
     split = [d for d in range(rank) if p.dim_axes[d]]
     if len(split) >= 2:
@@ -60,71 +97,66 @@ def panel_views(p: Placement) -> list[tuple]:
     groups: dict[tuple, list] = {}
     for block in p.blocks:
         groups.setdefault(tuple(block.index[d] for d in others), []).append(block)
-    return [(row_dim, col_dim, dict(zip(others, key)), blocks) for key, blocks in groups.items()]
+    return [View(row_dim, col_dim, dict(zip(others, key)), tuple(blocks)) for key, blocks in groups.items()]
 
 
-def draw_view(ax, p: Placement, view, *, max_ratio: float, compact: bool = False) -> None:
-    row_dim, col_dim, fixed, blocks = view
-    rows = p.shape[row_dim] if row_dim is not None else 1
-    cols = p.shape[col_dim] if col_dim is not None else 1
-    size = 7 if compact else (9 if len(blocks) <= 8 else 7)
-    for block in blocks:
-        (r0, r1) = block.index[row_dim] if row_dim is not None else (0, 1)
-        (c0, c1) = block.index[col_dim] if col_dim is not None else (0, 1)
-        top = _fill_block(ax, block.devices, r0, r1, c0, c1)
-        ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, fill=False, edgecolor="black",
-                               linewidth=1.5, gid=BLOCK_GID))
-        ax.text((c0 + c1) / 2, (top + r1) / 2, _holders_label(block.devices, 2 if compact else 4),
-                ha="center", va="center",
-                fontsize=size, bbox=dict(boxstyle="round,pad=0.2", facecolor="white", alpha=0.8, linewidth=0))
+def draw_view(ax, p: Placement, view: View, colors: MeshColors, *, max_ratio: float, panel_inches: float,
+              compact: bool = False) -> None:
+    """One panel: the blocks of `view`, its axes named, the dimensions it does not draw named above it."""
+    rows = p.shape[view.row_dim] if view.row_dim is not None else 1
+    cols = p.shape[view.col_dim] if view.col_dim is not None else 1
+    ratio = view_ratio(p, view, max_ratio)
+    width = panel_inches
+    for block in view.blocks:
+        (r0, r1) = block.index[view.row_dim] if view.row_dim is not None else (0, 1)
+        (c0, c1) = block.index[view.col_dim] if view.col_dim is not None else (0, 1)
+        size = (width * (c1 - c0) / max(cols, 1), width * ratio * (r1 - r0) / max(rows, 1))
+        draw_block(ax.add_artist, ax.transData, p, block.devices, (r0, r1, c0, c1), size, colors,
+                   compact=compact)
     ax.set_xlim(0, max(cols, 1))
     ax.set_ylim(max(rows, 1), 0)
-    ratio = max(rows, 1) / max(cols, 1)
-    ax.set_box_aspect(min(max(ratio, 1 / max_ratio), max_ratio) if row_dim is not None else 0.25)
-    ax.set_xlabel(_dim_label(p, col_dim), fontsize=8 if compact else 10)
-    if compact:  # small panels: the labels carry the sizes; tick labels would only crowd them
+    ax.set_box_aspect(ratio)
+    font = SMALL if compact else FONT
+    ax.set_xlabel(dim_label(p, view.col_dim), fontsize=font)
+    ax.set_ylabel(dim_label(p, view.row_dim) if view.row_dim is not None else "", fontsize=font)
+    ax.tick_params(labelsize=SMALL)
+    if compact or view.row_dim is None:
+        ax.set_yticks([])
+    if compact:
         ax.set_xticks([])
-        ax.set_yticks([])
-    if row_dim is None:
-        ax.set_yticks([])
-    else:
-        ax.set_ylabel(_dim_label(p, row_dim), fontsize=8 if compact else 10)
-    if fixed:
-        ax.set_title(", ".join(f"dim {d} in [{a}:{b})" for d, (a, b) in fixed.items()), fontsize=9)
+    notes = undrawn(p, view)
+    if notes and not compact:
+        ax.set_title(notes, fontsize=SMALL, loc="left")
 
 
-def _fill_block(ax, holders, r0, r1, c0, c1) -> float:
-    """Colours a block; returns where its label area starts.
-
-    A block on one device takes that device's colour. A block copied on several
-    devices stays grey with one colour chip per holder along its top edge, so the
-    copies never look like a split of the block.
-    """
-    if len(holders) == 1:
-        ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, facecolor=device_color(holders[0]),
-                               edgecolor="none", alpha=0.85))
-        return r0
-    ax.add_patch(Rectangle((c0, r0), c1 - c0, r1 - r0, facecolor=REPLICA_GREY, edgecolor="none"))
-    chip_height, chip_width = (r1 - r0) * 0.22, (c1 - c0) / len(holders)
-    for k, device in enumerate(holders):
-        ax.add_patch(Rectangle((c0 + k * chip_width, r0), chip_width, chip_height, facecolor=device_color(device),
-                               edgecolor="white", linewidth=0.5))
-    return r0 + chip_height
+def undrawn(p: Placement, view: View) -> str:
+    """One line per dimension the panel does not draw: whole in every block, or the range shown."""
+    return "\n".join(_undrawn(p, d, rng) for d, rng in view.fixed.items())
 
 
-def _dim_label(p: Placement, dim) -> str:
+def view_ratio(p: Placement, view: View, max_ratio: float) -> float:
+    """Height / width of a panel: the tensor's own, squashed to at most `max_ratio` either way."""
+    if view.row_dim is None:
+        return 0.25
+    rows, cols = p.shape[view.row_dim], max(p.shape[view.col_dim], 1)
+    return min(max(rows / cols, 1 / max_ratio), max_ratio)
+
+
+def _undrawn(p: Placement, dim: int, rng) -> str:
+    size = p.shape[dim]
+    if not p.dim_axes[dim]:
+        return f"dim {dim} ({size}): whole, not drawn"
+    return f"dim {dim} ({size}): this panel is [{rng[0]}:{rng[1]}), split over '{'+'.join(p.dim_axes[dim])}'"
+
+
+def dim_label(p: Placement, dim) -> str:
     if dim is None:
-        return "scalar"
+        return "scalar" if not p.shape else ""
     size, axes = p.shape[dim], p.dim_axes[dim]
     if not axes:
-        return f"dim {dim}: {size}, whole on every device"
+        return f"dim {dim}: {size}, whole"
     parts = math.prod(dict(zip(p.axis_names, p.mesh_shape))[a] for a in axes)
-    return f"dim {dim}: {size}, split over '{'+'.join(axes)}' into {parts}"
-
-
-def _holders_label(devices, per_line: int = 4) -> str:
-    lines = [", ".join(devices[i:i + per_line]) for i in range(0, len(devices), per_line)]
-    return "\n".join(lines)
+    return f"dim {dim}: {size}, split over '{'+'.join(axes)}' in {parts}"
 
 
 def draw_batch_split(batch_shape, distribution) -> Figure:

@@ -1,90 +1,213 @@
-"""Drawings are checked by what they contain (blocks, labels), not by pixels."""
+"""Drawings are checked by the marks they contain (blocks, copies, names, sizes), read from their artists."""
+
+import warnings
 
 import keras
+import numpy as np
+import pytest
 from keras import distribution
+from keras.distribution import DeviceMesh, TensorLayout
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
-from course_utils import device_color, draw_batch_split, draw_mesh, draw_model, draw_placement, make_mesh, planned_placement
-from course_utils.viz import BLOCK_GID
-
-
-def blocks_drawn(fig):
-    return [p for ax in fig.axes for p in ax.patches if p.get_gid() == BLOCK_GID]
-
-
-def texts(fig):
-    found = [t.get_text() for ax in fig.axes for t in ax.texts]
-    found += [ax.get_xlabel() for ax in fig.axes] + [ax.get_ylabel() for ax in fig.axes]
-    found += [ax.get_title() for ax in fig.axes] + [fig.get_suptitle()]
-    return "\n".join(found)
+from course_utils import explain_layout, make_mesh, planned_placement
+from course_utils.layout import make_layout_map
+from course_utils.models import transformer_block, transformer_rules
+from course_utils.placements import Block, Placement
+from course_utils.viz import (BLOCK_GID, DEVICE_COLORS, draw_batch_split, draw_memory, draw_mesh, draw_model,
+                              draw_placement, figure_png, projected_sizes)
+from course_utils.viz.blocks import COPIES_GID, LIT_GID, UNLIT_GID
+from course_utils.viz.figures import MIN_PROJECTED_PT
 
 
-def test_draw_mesh_2d():
-    fig = draw_mesh(make_mesh((2, 4), ("data", "model")))
-    assert isinstance(fig, Figure)
-    assert len(blocks_drawn(fig)) == 8
+def marks(fig, gid):
+    return [a for a in fig.findobj() if getattr(a, "get_gid", lambda: None)() == gid]
+
+
+def texts(fig) -> str:
+    return "\n".join(t.get_text() for t in fig.findobj(Text) if t.get_visible())
+
+
+def words(fig) -> str:
+    """All the text, wrapped lines joined by single spaces."""
+    return " ".join(texts(fig).split())
+
+
+def rendered(fig) -> bytes:
+    """Renders like a notebook does; any layout warning fails the test."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return figure_png(fig)
+
+
+def assert_projected_legibly(fig):
+    sizes = projected_sizes(fig)
+    smallest = min(sizes, key=lambda pair: pair[1])
+    assert smallest[1] >= MIN_PROJECTED_PT, f"{smallest[0]!r} shows at {smallest[1]:.1f} pt on a 1280 px projector"
+
+
+MESH = make_mesh((2, 4), ("data", "model"))
+
+
+def test_a_fully_replicated_kernel_is_one_stack_of_copies_not_a_split():
+    fig = draw_placement(planned_placement((64, 128), TensorLayout((None, None), MESH)))
+    assert len(marks(fig, BLOCK_GID)) == 1
+    assert len(marks(fig, COPIES_GID)) == 2  # the cards behind the block
+    lit = marks(fig, LIT_GID)
+    assert len(lit) == 8 and not marks(fig, UNLIT_GID)  # the small mesh: every device lit
+    block = marks(fig, BLOCK_GID)[0]
+    assert block.get_facecolor()[3] == 0  # no device's colour on the block itself
+    assert "8 copies" in texts(fig) and "cpu:0-7" in texts(fig)
+    assert "the same block copied on N devices, not a split" in words(fig)
+
+
+def test_a_split_fills_each_block_with_its_device_colour():
+    fig = draw_placement(planned_placement((16, 32), TensorLayout(("data", "model"), MESH)))
+    blocks = marks(fig, BLOCK_GID)
+    assert len(blocks) == 8 and not marks(fig, COPIES_GID)
+    assert sorted(to_hex(b.get_facecolor()) for b in blocks) == sorted(DEVICE_COLORS)
+    assert len(marks(fig, LIT_GID)) == 8 and len(marks(fig, UNLIT_GID)) == 8 * 7
+    assert "Pale stack" not in words(fig)  # the legend names only the marks the figure uses
+
+
+def test_column_blocks_copied_on_two_devices_name_both_holders():
+    fig = draw_placement(planned_placement((32, 64), TensorLayout((None, "model"), MESH)))
+    assert len(marks(fig, BLOCK_GID)) == 4 and len(marks(fig, COPIES_GID)) == 4
     text = texts(fig)
-    assert "axis 'data' (size 2)" in text and "axis 'model' (size 4)" in text
-    assert all(f"cpu:{i}" in text for i in range(8)) and "CPU" in text
+    assert text.count("2 copies") == 4 and "cpu:0, cpu:4" in text and "cpu:3, cpu:7" in text
+    assert "split over 'model' in 4" in text and "dim 0: 32, whole" in text
 
 
-def test_draw_mesh_1d_and_3d():
-    assert len(blocks_drawn(draw_mesh(make_mesh((8,), ("data",))))) == 8
-    fig = draw_mesh(make_mesh((2, 2, 2), ("a", "b", "c")))
-    assert len([ax for ax in fig.axes if ax.patches]) == 2
-    assert "a = 0" in texts(fig) and "a = 1" in texts(fig)
-    assert "cpu:5\n(1, 0, 1)" in texts(fig)  # the full 3-D coordinate
-
-
-def test_device_colors_are_the_same_everywhere():
-    mesh_fig = draw_mesh(make_mesh((8,), ("data",)))
-    cells = blocks_drawn(mesh_fig)
-    assert [tuple(c.get_facecolor()[:3]) for c in cells] == [tuple(device_color(f"cpu:{i}")[:3]) for i in range(8)]
-    assert device_color("cpu:3") == device_color(3)
-
-
-def test_draw_placement_blocks_and_labels():
-    p = planned_placement((32, 64), distribution.TensorLayout((None, "model"), make_mesh((2, 4), ("data", "model"))))
-    fig = draw_placement(p)
-    assert len(blocks_drawn(fig)) == 4
+@pytest.mark.parametrize("shape, axes", [
+    ((64, 4, 16), (None, "model", None)),
+    ((2, 3, 8, 4), (None, None, "model", "data")),
+    ((8, 4, 8, 2), ("data", None, "model", None)),
+])
+def test_every_dimension_is_drawn_or_named(shape, axes):
+    fig = draw_placement(planned_placement(shape, TensorLayout(axes, MESH)))
     text = texts(fig)
-    assert "split over 'model' into 4" in text and "dim 0: 32, whole on every device" in text
-    assert "cpu:0, cpu:4" in text  # a replicated block lists every device holding it
+    for dim, size in enumerate(shape):
+        assert f"dim {dim}: {size}" in text or f"dim {dim} ({size})" in text, f"dim {dim} is not in the figure"
 
 
-def test_draw_placement_high_rank_panels():
-    mesh = make_mesh((2, 4), ("data", "model"))
-    p = planned_placement((2, 3, 8, 4), distribution.TensorLayout((None, None, "model", "data"), mesh))
+def test_draw_model_names_the_dimension_a_3d_kernel_does_not_draw():
+    dist = distribution.ModelParallel(layout_map=make_layout_map(MESH, transformer_rules()), batch_dim_name="data")
+    with dist.scope():
+        model = transformer_block(heads=4, width=64)
+    fig = draw_model(model, dist)
+    query = next(t.get_text() for t in fig.texts if t.get_text().startswith("attn/query/kernel"))
+    assert "(64, 4, 16)" in query and "dim 0 (64): whole, not drawn" in query
+
+
+def test_draw_model_takes_a_report_and_pages_instead_of_shrinking():
+    dist = distribution.ModelParallel(layout_map=make_layout_map(MESH, transformer_rules()), batch_dim_name="data")
+    with dist.scope():
+        model = transformer_block()
+    report = explain_layout(model, dist)
+    first, second = draw_model(report, per_page=12), draw_model(report, per_page=12, page=1)
+    assert "page 1 of 2" in first.texts[0].get_text() and "draw_model(..., page=1)" in first.texts[0].get_text()
+    assert first.get_size_inches()[0] <= 13.0
+    totals = [bar.get_height() for bar in first.axes[-1].patches]
+    assert totals == [report.bytes_per_device[f"cpu:{i}"] for i in range(8)]
+    assert "variables 13-18 of 18" in second.texts[0].get_text()
+    with pytest.raises(ValueError, match="page=0 to 1"):
+        draw_model(report, page=2)
+
+
+def test_long_paths_of_a_real_model_never_collide():
+    keras_hub = pytest.importorskip("keras_hub")
+    mesh = make_mesh((2, 4), ("batch", "model"))
+    dist = distribution.ModelParallel(layout_map=keras_hub.models.GemmaBackbone.get_layout_map(mesh),
+                                      batch_dim_name="batch")
+    with dist.scope():
+        model = keras_hub.models.GemmaBackbone(vocabulary_size=128, num_layers=2, num_query_heads=4,
+                                               num_key_value_heads=4, hidden_dim=64, intermediate_dim=128,
+                                               head_dim=16)
+    assert len(model.weights) >= 20
+    fig = draw_model(model, dist)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in fig.texts if t.get_text()]
+    overlaps = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
+    assert not overlaps
+    assert_projected_legibly(fig)
+
+
+def fake_mesh(shape, names):
+    return DeviceMesh(shape, names, [f"cpu:{i}" for i in range(int(np.prod(shape)))])
+
+
+@pytest.mark.parametrize("shape, names", [
+    ((8, 8), ("data", "model")), ((8, 64), ("data", "model")), ((8, 8, 8), ("host", "data", "model")),
+    ((512,), ("data",)),
+])
+def test_big_meshes_draw_without_layout_warnings_and_with_ranges(shape, names):
+    fig = draw_mesh(fake_mesh(shape, names))
+    rendered(fig)
+    assert_projected_legibly(fig)
+    cells = marks(fig, BLOCK_GID)
+    assert len(cells) == np.prod(shape)
+    assert len({to_hex(c.get_facecolor()) for c in cells}) <= len(DEVICE_COLORS)
+    text = texts(fig)
+    assert "colour = " in words(fig) and "labels name the devices" in words(fig)
+    if np.prod(shape) >= 512:
+        assert "cpu:511\n" not in text  # no per-device labels: ranges instead
+        assert "cpu:448-511" in text or "cpu:504-511" in text or "cpu:480" in text
+
+
+def test_a_placement_on_a_512_device_mesh_draws():
+    devices = tuple(f"cpu:{i}" for i in range(512))
+    index = tuple((d, ((64 * (i // 64), 64 * (i // 64) + 64), (8 * (i % 64) // 8 * 8, 8 * (i % 64) // 8 * 8 + 8)))
+                  for i, d in enumerate(devices))
+    p = Placement(shape=(512, 512), dtype="float32", shard_shape=(64, 8), mesh_shape=(8, 64),
+                  axis_names=("data", "model"), dim_axes=(("data",), ("model",)), device_index=index,
+                  device_bytes=tuple((d, 64 * 8 * 4) for d in devices), name="big")
+    assert len(p.blocks) == 512 and isinstance(p.blocks[0], Block)
     fig = draw_placement(p)
-    assert len(blocks_drawn(fig)) == 8
-    assert "dim 0 in [0:2), dim 1 in [0:3)" in texts(fig)
+    rendered(fig)
+    assert len(marks(fig, BLOCK_GID)) == 512 and not marks(fig, LIT_GID)  # no mini meshes of 512 specks
+    assert "mesh row ('data' index)" in words(fig)
 
 
-def test_draw_batch_split():
-    mesh = make_mesh((2, 4), ("data", "model"))
-    layout_map = distribution.LayoutMap(mesh)
-    fig = draw_batch_split((16, 10), distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data"))
-    assert len(blocks_drawn(fig)) == 2
-    assert "2 sub-batches of 8 rows" in texts(fig) and "cpu:0, cpu:1, cpu:2, cpu:3" in texts(fig)
+def test_small_meshes_label_every_device_with_its_full_coordinate():
+    fig = draw_mesh(make_mesh((2, 2, 2), ("host", "data", "model")))
+    text = texts(fig)
+    assert "cpu:6\n(1, 1, 0)" in text and "host = 1: cpu:4-7" in text
+    assert "axis 'data' (size 2)" in text and "colour = device" in words(fig)
+    cells = marks(fig, BLOCK_GID)
+    assert [to_hex(c.get_facecolor()) for c in cells] == list(DEVICE_COLORS)
 
 
-def test_draw_model_caps_panels_and_totals_bytes():
+def test_lesson_figures_are_legible_projected():
+    mp = distribution.ModelParallel(layout_map=distribution.LayoutMap(MESH), batch_dim_name="data")
+    dp = distribution.DataParallel(device_mesh=make_mesh((8,), ("data",)))
+    figures = [draw_mesh(MESH), draw_mesh(make_mesh((8,), ("data",))), draw_mesh(make_mesh((1, 8), ("data", "model"))),
+               draw_placement(planned_placement((32, 64), TensorLayout((None, "model"), MESH), name="dense kernel")),
+               draw_batch_split((16, 10), mp), draw_batch_split((64, 64), dp)]
+    for fig in figures:
+        assert isinstance(fig, Figure)
+        assert_projected_legibly(fig)
+
+
+def test_draw_batch_split_and_memory():
+    mp = distribution.ModelParallel(layout_map=distribution.LayoutMap(MESH), batch_dim_name="data")
+    fig = draw_batch_split((16, 10), mp)
+    assert len(marks(fig, BLOCK_GID)) == 2 and "2 sub-batches of 8 rows" in words(fig)
+    assert "cpu:0-3" in texts(fig) and "4 copies" in texts(fig)
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((8,))] + [keras.layers.Dense(8, name=f"d{i}") for i in range(5)])
-    fig = draw_model(model, distribution.DataParallel(device_mesh=make_mesh((8,), ("data",))), max_panels=4)
-    assert "and 6 more not drawn" in fig.get_suptitle()
-    bars = fig.axes[-1]
-    assert len(bars.patches) == 8
-    assert bars.patches[0].get_height() == 5 * (8 * 8 + 8) * 4
+    from course_utils.widgets.model import built_under
+    from course_utils import memory_report
+    from course_utils.models import mlp
+    memory = memory_report(built_under(mlp(), mp), mp)
+    fig = draw_memory(memory)
+    assert_projected_legibly(fig)
+    bars = fig.axes[0].patches
+    assert len(bars) == 3 * 8 and {b.get_hatch() or "" for b in bars} == {"", "//", ".."}
 
 
 def test_figures_render_to_png_for_notebooks():
-    from course_utils.viz import figure_png
-
-    png = figure_png(draw_mesh(make_mesh((2, 4), ("data", "model"))))
+    png = figure_png(draw_mesh(MESH))
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
-
-
-def test_one_block_is_singular():
-    p = planned_placement((4, 4), distribution.TensorLayout((None, None), make_mesh((8,), ("data",))))
-    assert "1 block," in draw_placement(p).get_suptitle()
