@@ -19,7 +19,7 @@ AXIS_NAMES = {1: ("data",), 2: ("data", "model"), 3: ("host", "data", "model")}
 
 def render_png(fig: Figure, *, dpi: int = DPI) -> bytes:
     """Renders a Figure to PNG bytes at the explorers' resolution, then clears it so nothing lingers."""
-    return figure_png(fig, dpi=dpi, tight=False, release=True)
+    return figure_png(fig, dpi=dpi, tight=False, release=True, compress_level=1)
 
 
 def picture() -> widgets.Image:

@@ -1,4 +1,13 @@
-"""The model explorer: a model's placements and training memory across meshes and presets."""
+"""The model explorer: a model's placements and training memory across meshes and presets.
+
+A click must redraw at once, so nothing is built per choice. Keras decides
+each variable's layout from the original model's variables
+(`distribution.get_variable_layout`, the LayoutMap lookup it uses when it
+creates them), JAX turns layout and shape into blocks (`planned_placement`),
+and bytes per device follow from those. The tests build the model for real
+under each distribution (`built_under`) and check that the plan is what the
+real arrays hold.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +16,16 @@ from dataclasses import dataclass
 
 import ipywidgets as widgets
 
-from course_utils.widgets.base import Explorer, picture, render_png, shape_options, squarest
-from course_utils.costs import MemoryReport, memory_report
-from course_utils.layout import LayoutReport, check_layout_map, explain_layout, make_layout_map
+from course_utils.costs import DeviceMemory, MemoryReport
+from course_utils.keras_internals import layout_map_of
+from course_utils.layout import UNMATCHED, LayoutReport, LayoutRow, check_layout_map, make_layout_map
 from course_utils.mesh import make_mesh, mesh_shapes
-from course_utils.viz import draw_memory, draw_model
+from course_utils.placements import planned_placement
+from course_utils.viz import draw_model
+from course_utils.widgets.base import Explorer, render_png, shape_options, squarest
+
+PANELS = 6  # the largest weights are drawn (the table below lists every variable)
+
 
 @dataclass(frozen=True)
 class _View:
@@ -20,8 +34,7 @@ class _View:
     distribution: object
     report: LayoutReport
     memory: MemoryReport
-    model_png: bytes
-    memory_png: bytes
+    png: bytes
 
 
 class ModelExplorer(Explorer):
@@ -31,17 +44,18 @@ class ModelExplorer(Explorer):
         mesh_shape: `Dropdown` of the valid 2-D mesh shapes.
         preset: `ToggleButtons`: "replicated" (data parallel) or "tensor parallel".
         distribution: The `ModelParallel` distribution shown.
-        report: `explain_layout` of a copy of the model built under `distribution`
-            (weights and optimizer variables, real arrays).
-        memory: `memory_report` of that copy: weights, gradients and optimizer
-            state per device, from the real shards.
-        table: `HTML` widget showing `report`; memory_image: the memory bars.
+        report: `planned_report`: every weight and optimizer variable, laid out
+            as Keras would lay it out under `distribution`.
+        memory: `planned_memory`: weights, gradients and optimizer state per device.
+        image: The weights' placements (first `PANELS`) above the memory per device.
+        table: `HTML` widget showing `report`.
         views: (mesh shape, preset) -> what was shown for it. A choice seen
             before is shown again without recomputing; `views.clear()` forgets.
     """
 
     def __init__(self, model, rules: dict[str, tuple], axis_names: tuple[str, str], n_devices: int):
         self.model, self.rules, self.axis_names = model, rules, axis_names
+        self.optimizer_variables = optimizer_template(model)
         self.distribution = self.report = self.memory = None
         self.views: dict[tuple, _View] = {}
         shapes = mesh_shapes(n_devices, 2)
@@ -51,11 +65,10 @@ class ModelExplorer(Explorer):
         presets += [("tensor parallel", "tensor parallel")] if rules else []
         self.preset = widgets.ToggleButtons(options=presets, value=presets[-1][1], description="layout",
                                             style={"button_width": "auto"})
-        self.memory_image = picture()
         self.table = widgets.HTML()
         super().__init__(f"Model explorer: {self.model.name} on {n_devices} devices",
                          [widgets.HBox([self.mesh_shape, self.preset])], [self.mesh_shape, self.preset])
-        self.children = (*self.children, self.memory_image, self.table)
+        self.children = (*self.children, self.table)
         self.refresh()
 
     def layout_map(self):
@@ -68,7 +81,7 @@ class ModelExplorer(Explorer):
         if key not in self.views:
             self.views[key] = self._compute()
         view = self.views[key]
-        self.image.value, self.memory_image.value = view.model_png, view.memory_png
+        self.image.value = view.png
         self.table.value = view.report._repr_html_()
         self.distribution, self.report, self.memory = view.distribution, view.report, view.memory
         return (f"{html.escape(view.report.title)}: largest device total <b>{view.memory.max_total:,}</b> "
@@ -82,19 +95,101 @@ class ModelExplorer(Explorer):
         problems = [p for p in check_layout_map(layout_map, self.model) if p.kind != "unmatched_key"]
         if problems:
             raise ValueError("\n".join(p.message for p in problems))
-        copy = built_under(self.model, dist)
-        report, memory = explain_layout(copy, dist), memory_report(copy, dist)
-        return _View(dist, report, memory, render_png(draw_model(copy, dist)), render_png(draw_memory(memory)))
+        report = planned_report(self.model, self.optimizer_variables, dist)
+        memory = planned_memory(self.model, report)
+        figure = draw_model(largest_weights(report, len(self.model.variables)), memory=memory)
+        return _View(dist, report, memory, render_png(figure))
 
     def _clear_state(self) -> None:
         self.distribution = self.report = self.memory = None
+
+
+def largest_weights(report: LayoutReport, n_weights: int) -> LayoutReport:
+    """The `PANELS` largest of the first `n_weights` rows (the model's weights), in model order."""
+    weights = report.rows[:n_weights]
+    largest = sorted(weights, key=lambda r: r.placement.total_bytes, reverse=True)[:PANELS]
+    rows = [r for r in weights if r in largest]
+    return LayoutReport(rows, title=f"{report.title}, the {len(rows)} largest of {n_weights} weights")
+
+
+def optimizer_template(model) -> list:
+    """The variables of an optimizer like the model's (Adam when it has none), built on its weights.
+
+    Only their paths, shapes and dtypes are used. The model is not touched:
+    the optimizer is a new one, not attached to it.
+    """
+    import keras
+
+    optimizer = getattr(model, "optimizer", None)
+    optimizer = keras.optimizers.Adam() if optimizer is None else type(optimizer).from_config(optimizer.get_config())
+    optimizer.build(model.trainable_variables)
+    return list(optimizer.variables)
+
+
+def planned_report(model, optimizer_variables, distribution) -> LayoutReport:
+    """How Keras would lay out every variable of `model` and its optimizer under `distribution`.
+
+    Weights: `distribution.get_variable_layout` of the model's own variables.
+    Optimizer slots (Keras names a slot "<weight path with '_'>_<slot>") take
+    their weight's layout, as Keras's `add_variable_from_reference` gives
+    them; other optimizer variables are looked up by their own path.
+    """
+    layout_map = layout_map_of(distribution)
+    owners = sorted(((v.path.replace("/", "_") + "_", v) for v in model.trainable_variables),
+                    key=lambda pair: len(pair[0]), reverse=True)
+    rows = [_row(v, distribution.get_variable_layout(v), _rule(layout_map, v.path)) for v in model.variables]
+    for variable in optimizer_variables:
+        owner = next((w for prefix, w in owners if variable.name.startswith(prefix)), None)
+        if owner is None:
+            rows.append(_row(variable, distribution.get_variable_layout(variable), _rule(layout_map, variable.path)))
+        else:
+            rows.append(_row(variable, distribution.get_variable_layout(owner), f"follows {owner.path}"))
+    mesh = distribution.device_mesh
+    return LayoutReport(rows, title=f"{type(distribution).__name__} on mesh {tuple(mesh.shape)} "
+                                    f"{tuple(mesh.axis_names)} (planned from shapes)")
+
+
+def _row(variable, layout, rule: str) -> LayoutRow:
+    shape = tuple(variable.shape)
+    planned = planned_placement(shape, layout, dtype=variable.dtype, name=variable.path)
+    return LayoutRow(path=variable.path, shape=shape, dtype=str(variable.dtype), rule=rule,
+                     axes=tuple(layout.axes), shard_shape=planned.shard_shape,
+                     bytes_per_device=max(planned.bytes_per_device.values()), placement=planned,
+                     as_planned=True)
+
+
+def _rule(layout_map, path: str) -> str:
+    """The key Keras's own lookup picks for `path` (as `explain_layout` reports it)."""
+    if layout_map is None:
+        return "replicated: DataParallel"
+    found = layout_map[path]
+    if found is None:
+        return UNMATCHED
+    return next(key for key, value in layout_map.items() if value is found)
+
+
+def planned_memory(model, report: LayoutReport) -> MemoryReport:
+    """Bytes per device of weights, gradients (one per trainable weight) and optimizer state."""
+    weights = {v.path for v in model.variables}
+    trainable = {v.path for v in model.trainable_variables}
+    totals: dict[str, list[int]] = {}
+    for row in report.rows:
+        for device, n in row.placement.device_bytes:
+            kinds = totals.setdefault(device, [0, 0, 0])
+            if row.path in weights:
+                kinds[0] += n
+                kinds[1] += n if row.path in trainable else 0
+            else:
+                kinds[2] += n
+    rows = [DeviceMemory(device, *kinds) for device, kinds in totals.items()]
+    return MemoryReport(rows, title=f"{model.name} under {report.title}: bytes per device")
 
 
 def built_under(model, distribution):
     """A compiled copy of `model` built inside `distribution.scope()`, optimizer built too.
 
     Its variables (weights and optimizer state) are real arrays laid out by
-    Keras; its paths are the model's. The original model is not touched.
+    Keras; its paths are the model's. The tests compare it with the plan.
     """
     import keras
 

@@ -4,8 +4,9 @@ import pytest
 from keras.distribution import TensorLayout
 
 from course_utils import make_mesh, memory_report, mesh_shapes, planned_placement
-from course_utils.layout import make_layout_map
-from course_utils.models import mlp, mlp_rules
+from course_utils.layout import explain_layout, make_layout_map
+from course_utils.models import mlp, mlp_rules, transformer_block, transformer_rules
+from course_utils.widgets.model import built_under
 from course_utils.widgets import layout_explorer, mesh_explorer, model_explorer
 
 PNG = b"\x89PNG"
@@ -94,7 +95,6 @@ def test_model_explorer_memory_equals_the_real_shards():
     # the optimizer's name gets a suffix when other Adam optimizers exist in the process (adam_3/...)
     momentum = next(r for r in explorer.report.rows if r.path.endswith("/mlp_d1_kernel_momentum"))
     assert momentum.rule == "follows mlp/d1/kernel" and momentum.shard_shape == (64, 64)
-    assert all(row.as_planned for row in explorer.report.rows), "real arrays, laid out by Keras"
     assert explorer.memory.rows == _real_memory(explorer.distribution).rows
     explorer.mesh_shape.value = (1, 8)
     assert explorer.report.row("mlp/d1/kernel").shard_shape == (64, 32)
@@ -110,7 +110,7 @@ def test_model_explorer_replicated_preset_is_data_parallel():
         assert (row.weights, row.gradients) == (weights, weights)
         assert row.optimizer == 2 * weights + 8  # momentum, velocity; iteration and learning rate
     assert all(set(r.axes) <= {None} for r in explorer.report.rows)
-    assert bytes(explorer.memory_image.value).startswith(PNG) and explorer.table.value.startswith("<table>")
+    assert bytes(explorer.image.value).startswith(PNG) and explorer.table.value.startswith("<table>")
 
 
 def test_model_explorer_rebinds_a_layout_map_to_each_mesh():
@@ -128,3 +128,36 @@ def test_model_explorer_explains_a_layout_that_does_not_fit():
     explorer.mesh_shape.value = (1, 8)
     assert "does not divide" in explorer.message and "mlp/d1/kernel" in explorer.message
     assert explorer.memory is None and "Not possible" in explorer.status.value
+
+
+@pytest.mark.parametrize("build, rules", [(mlp, mlp_rules), (transformer_block, transformer_rules)])
+def test_model_explorer_plan_is_what_a_real_build_holds(build, rules):
+    """The explorer builds nothing per choice; here every choice is built for real and compared."""
+    explorer = model_explorer(build(), rules())
+    for shape in mesh_shapes(8, 2):
+        for preset in ("tensor parallel", "replicated"):
+            with explorer.hold():
+                explorer.mesh_shape.value, explorer.preset.value = shape, preset
+            if explorer.message:  # a layout this mesh cannot split: nothing to compare
+                continue
+            real = explain_layout(built_under(explorer.model, explorer.distribution), explorer.distribution)
+            assert all(row.as_planned for row in real.rows), "the real build followed its layout"
+            assert len(explorer.report.rows) == len(real.rows) > 0
+            for planned, built in zip(explorer.report.rows, real.rows):
+                assert planned.path.split("/", 1)[-1] == built.path.split("/", 1)[-1]  # optimizer names may differ
+                assert (planned.placement.blocks, planned.rule) == (built.placement.blocks, built.rule), planned.path
+            assert explorer.memory.rows == _real_memory_of(explorer.model, explorer.distribution).rows
+
+
+def _real_memory_of(model, distribution):
+    return memory_report(built_under(model, distribution), distribution)
+
+
+def test_model_explorer_draws_the_largest_weights_with_memory():
+    explorer = model_explorer(transformer_block(), transformer_rules())
+    assert bytes(explorer.image.value).startswith(PNG)
+    from course_utils.widgets.model import PANELS, largest_weights
+    shown = largest_weights(explorer.report, len(explorer.model.variables))
+    assert len(shown.rows) == PANELS
+    assert {r.path for r in shown.rows} >= {"ffn1/kernel", "ffn2/kernel", "attn/query/kernel"}
+    assert "ln1/gamma" not in {r.path for r in shown.rows}
