@@ -148,11 +148,13 @@ def _reason(op: CollectiveOp, source, layer: str, weight, model, distribution) -
 
 
 def _is_gradient(op: CollectiveOp, layer: str, model) -> bool:
-    """True when a result has as many elements as a weight of `layer` (whole or one device's shard)."""
-    weights = [v for v in model.trainable_variables if any(v.path.rsplit("/", 1)[0] == name
-                                                           for name in layer.split(" + "))]
-    sizes = {math.prod(v.shape) for v in weights} | {math.prod(placement(v).shard_shape) for v in weights}
-    return any(math.prod(shape) in sizes for shape in op.shapes)
+    """True when a result has the shape of a weight of `layer`, whole or one device's shard (size-1 dims aside)."""
+    def bare(shape):
+        return tuple(d for d in shape if d != 1)
+
+    weights = [v for v in model.trainable_variables if v.path.rsplit("/", 1)[0] in layer.split(" + ")]
+    shapes = {bare(v.shape) for v in weights} | {bare(placement(v).shard_shape) for v in weights}
+    return any(bare(shape) in shapes for shape in op.shapes)
 
 
 def _kernel_layout(layer: str, model, distribution) -> str:
@@ -170,15 +172,17 @@ def expected_collectives(model, distribution, batch_shape, *, outputs=None) -> l
     - every trainable weight replicated over the batch axis has its gradient
       summed over that axis (one all-reduce of its shard, when the axis has
       more than one device);
-    - a Dense-like 2-D kernel split over its input dimension produces partial
+    - a Dense or EinsumDense kernel (attention's query, key, value and output
+      projections too) split over a dimension it contracts produces partial
       sums of its output (all-reduce of the per-device output, sequence
-      length included), and one split over its output dimension, whose input
-      needs a gradient, combines the partial input gradients.
+      length included, from the traced output shape), and one split over an
+      output dimension, whose input needs a gradient, combines the partial
+      input gradients.
 
     Not modelled (see `not_modelled`): weights split over the batch axis
-    (XLA gathers the weight or the activations, as sizes dictate), kernels of
-    more than two dimensions (attention), embeddings, and reductions over
-    split activations (norms, softmax, the loss).
+    (XLA gathers the weight or the activations, as sizes dictate),
+    embeddings and other split weights, and reductions over split
+    activations (norms, softmax, the loss).
 
     Args:
         model: The built model.
@@ -200,36 +204,50 @@ def expected_collectives(model, distribution, batch_shape, *, outputs=None) -> l
             expected.append(Collective("all-reduce", (batch_axis,), 1, gradient_bytes,
                                        f"expected: every weight's gradient summed over '{batch_axis}'"))
     shapes = {o.layer: o.shapes[0] for o in outputs or () if o.shapes}
-    for layer, kernel in _dense_kernels(model):
-        axes = tuple(distribution.get_variable_layout(kernel).axes) + (None, None)
-        if batch_axis in axes[:2]:
+    for layer, kernel, (lhs, rhs, out) in _kernels(model, shapes):
+        axes = dict(zip(rhs, tuple(distribution.get_variable_layout(kernel).axes) + (None,) * len(rhs)))
+        if batch_axis in _axes_used(axes.values()):
+            continue  # split over the batch axis: not modelled
+        size = dict(zip(rhs, kernel.shape))
+        if layer.path in shapes:
+            size.update(zip(out, shapes[layer.path]))
+        elif len(out) == 2:
+            size[out[0]] = batch_shape[0]
+        else:
             continue
         itemsize = np.dtype(kernel.dtype).itemsize
-        rows = math.prod(shapes[layer.path][:-1]) if layer.path in shapes else batch_shape[0]
-        rows //= batch_parts
-        if axes[0] is not None and sizes[axes[0]] > 1:
-            expected.append(Collective("all-reduce", (axes[0],), 1, rows * kernel.shape[1] * itemsize,
-                                       f"expected: partial sums of {layer.name}'s output combined over '{axes[0]}'"))
-        if axes[1] is not None and sizes[axes[1]] > 1 and not _takes_model_input(model, layer):
-            expected.append(Collective("all-reduce", (axes[1],), 1, rows * kernel.shape[0] * itemsize,
-                                       f"expected: {layer.name}'s input gradient combined over '{axes[1]}'"))
+        contracted = [c for c in rhs if c in lhs and c not in out]
+        produced = [c for c in rhs if c in out]
+
+        def per_device(letters, divided_by):
+            parts = math.prod(sizes[a] for c in divided_by for a in _axes_used([axes[c]]))
+            return math.prod(size[c] for c in letters) * itemsize // batch_parts // parts
+
+        for axis in dict.fromkeys(a for c in contracted for a in _axes_used([axes[c]]) if sizes[a] > 1):
+            expected.append(Collective("all-reduce", (axis,), 1, per_device(out, produced),
+                                       f"expected: partial sums of {layer.path}'s output combined over '{axis}'"))
+        if not _takes_model_input(model, layer):
+            for axis in dict.fromkeys(a for c in produced for a in _axes_used([axes[c]]) if sizes[a] > 1):
+                expected.append(Collective("all-reduce", (axis,), 1, per_device(lhs, contracted),
+                                           f"expected: {layer.path}'s input gradient combined over '{axis}'"))
     return expected
 
 
 def not_modelled(model, distribution) -> list[str]:
-    """The weights and layers whose communication `expected_collectives` does not predict, one line each."""
+    """The split weights whose communication `expected_collectives` does not predict, one line each."""
     batch_axis = distribution.batch_dim_name
-    dense = {id(kernel) for _, kernel in _dense_kernels(model)}
+    modelled = {id(kernel) for _, kernel, _ in _kernels(model, {})}
     notes = []
     for variable in model.trainable_variables:
         axes = tuple(distribution.get_variable_layout(variable).axes)
-        if not any(_axes_used(axes)):
-            continue
+        if not _axes_used(axes) or variable.path.endswith("/bias"):
+            continue  # whole, or a bias (added where its layer's output already is)
         if batch_axis in _axes_used(axes):
             notes.append(f"{variable.path} is split {axes}, over the batch axis '{batch_axis}': gathered where "
                          f"it is used, or the activations are gathered instead")
-        elif id(variable) not in dense and len(variable.shape) > 1:
-            notes.append(f"{variable.path} {tuple(variable.shape)} is split {axes}: not a 2-D Dense kernel")
+        elif id(variable) not in modelled:
+            notes.append(f"{variable.path} {tuple(variable.shape)} is split {axes}: not the kernel of a Dense or "
+                         f"EinsumDense layer (an embedding, a norm, a custom layer)")
     return notes
 
 
@@ -240,13 +258,26 @@ def _axes_used(axes) -> list[str]:
     return used
 
 
-def _dense_kernels(model):
+def _kernels(model, shapes):
+    """(layer, kernel, (input, kernel, output) subscripts) of every Dense and EinsumDense layer.
+
+    A Dense kernel (K, N) is the einsum "...k,kn->...n" with the leading
+    dimensions of the traced output.
+    """
     from course_utils.keras_internals import all_layers, is_leaf
 
     for layer in all_layers(model, include_self=False):
         kernel = getattr(layer, "kernel", None)
-        if kernel is not None and len(kernel.shape) == 2 and is_leaf(layer):
-            yield layer, kernel
+        if kernel is None or not is_leaf(layer):
+            continue
+        equation = getattr(layer, "equation", None)
+        if equation is not None and "..." not in equation and "->" in equation:
+            inputs, out = equation.split("->")
+            lhs, rhs = inputs.split(",")
+            yield layer, kernel, (lhs, rhs, out)
+        elif equation is None and len(kernel.shape) == 2:
+            lead = "abcdefgh"[:len(shapes.get(layer.path, (0, 0))) - 1]
+            yield layer, kernel, (lead + "k", "kn", lead + "n")
 
 
 def _takes_model_input(model, layer) -> bool:
