@@ -163,8 +163,16 @@ def build_answer_key(folder: str | os.PathLike, out: str | os.PathLike, *, pdf: 
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    entries = [e for path in lessons(folder) if not only or path.stem[:2] in only
-               for e in key_entries(path)]
+    entries = []
+    for path in lessons(folder):
+        if only and path.stem[:2] not in only:
+            continue
+        try:
+            entries += key_entries(path)
+        except Exception as error:  # a lesson that no longer runs: name it, keep the cause
+            raise RuntimeError(f"{path.name} stopped with {type(error).__name__} while its solutions ran; "
+                               f"fix the lesson (tests/course/test_notebooks.py runs it), then build the "
+                               f"answer key again.") from error
     page = out / "answer_key.html"
     page.write_text(key_html(entries), encoding="utf-8")
     if pdf:
