@@ -44,8 +44,8 @@ _EXPORTS = {
     "course_utils.course.mistakes": ("expect_error",),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
-_SUBMODULES = ("checkpoints", "costs", "course", "devices", "hlo", "keras_internals", "layout", "mesh",
-               "models", "multiprocess", "placements", "sizing", "train", "viz", "widgets")
+_SUBMODULES = ("checkpoints", "collectives", "costs", "course", "devices", "hlo", "keras_internals", "layer_outputs",
+               "layout", "mesh", "models", "multiprocess", "placements", "sizing", "train", "viz", "widgets")
 
 __all__ = sorted(_HOME)
 

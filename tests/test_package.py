@@ -12,8 +12,8 @@ import pytest
 
 import course_utils
 
-LIBRARY = ("checkpoints", "costs", "devices", "hlo", "keras_internals", "layout", "mesh", "models",
-           "placements", "train")
+LIBRARY = ("checkpoints", "collectives", "costs", "devices", "hlo", "keras_internals", "layer_outputs", "layout",
+           "mesh", "models", "placements", "sizing", "train")
 
 
 def loaded_after(statement: str) -> set[str]:
