@@ -50,3 +50,10 @@ def test_shifted_megatron():
     typo = check("05.3", _layout_map({**right, "dense_3/kernel": ("model", None)}))
     assert typo.status == "not yet" and "matches no variable" in typo.message
     assert "LayoutMap" in check("05.3", right).message
+    swapped = check("05.3", _layout_map({"d2/kernel": ("model", None), "d2/bias": ("model",),
+                                         "d3/kernel": (None, "model")}))
+    assert swapped.status == "not yet" and "swapped" in swapped.message
+    assert "d2/kernel" in swapped.message and "d3/kernel" in swapped.message
+    two = check("05.3", _layout_map({"d1/kernel": (None, "model"), "d2/kernel": (None, "model"),
+                                     "d3/kernel": ("model", None)}))
+    assert "d2/bias" in two.message and "d1/kernel" in two.message  # every mistake, not only the first

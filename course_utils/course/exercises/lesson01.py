@@ -58,5 +58,6 @@ def three_d_shapes(answer):
         return f"{wrong} {'is' if len(wrong) == 1 else 'are'} not 3-D shapes of 8 devices starting with 2."
     missing = len(expected - given)
     if missing:
-        return f"{missing} shape{'s are' if missing > 1 else ' is'} missing. Sizes of size 1 count too."
+        return (f"{missing} shape{'s are' if missing > 1 else ' is'} missing. Axes of size 1 count too, "
+                f"and their order matters: (2, 1, 4) and (2, 4, 1) are different meshes.")
     return None

@@ -94,20 +94,44 @@ def shifted_megatron(answer):
     mesh = answer.device_mesh
     if tuple(mesh.shape) != (2, 4) or tuple(mesh.axis_names) != ("data", "model"):
         return "Build the LayoutMap on the 2 x 4 mesh with axes ('data', 'model')."
+    if _kernels_swapped(answer):
+        return _SWAPPED
     model = _digits_mlp()
     problems = check_layout_map(answer, model)
     if problems:
-        return problems[0].message
+        return " ".join(p.message for p in problems)
     report = explain_layout(model, distribution.ModelParallel(layout_map=answer, batch_dim_name="data"))
-    for path, expected in SHIFTED_LAYOUT.items():
-        got = tuple(report.row(path).axes)
-        if got == expected:
-            continue
+    wrong = {path: tuple(report.row(path).axes) for path, expected in SHIFTED_LAYOUT.items()
+             if tuple(report.row(path).axes) != expected}
+    return _shifted_hint(wrong) if wrong else None
+
+
+_SWAPPED = ("d2/kernel and d3/kernel are swapped: d2/kernel gets ('model', None) and d3/kernel "
+            "(None, 'model'), so d3's 10 output columns would have to split 4 ways. Split d2 by columns, "
+            "(None, 'model'), and d3 by rows, ('model', None).")
+
+
+def _kernels_swapped(layout_map) -> bool:
+    """Keras's own lookup gives d2's kernel d3's rule and d3's kernel d2's."""
+    try:
+        found = {path: layout_map[path] for path in ("d2/kernel", "d3/kernel")}
+    except ValueError:  # two keys match one path: check_layout_map explains it
+        return False
+    return all(layout is not None for layout in found.values()) and (
+        tuple(found["d2/kernel"].axes), tuple(found["d3/kernel"].axes)) == (
+        SHIFTED_LAYOUT["d3/kernel"], SHIFTED_LAYOUT["d2/kernel"])
+
+
+def _shifted_hint(wrong: dict) -> str:
+    """One message naming every variable laid out wrongly."""
+    lines = []
+    for path, got in wrong.items():
         if path == "d3/bias":
-            return "d3/bias is added after the partial sums of d3 are combined: keep it whole."
-        if path == "d2/bias":
-            return "d2/bias must follow d2's columns: split it over 'model' too."
-        if path.startswith("d1"):
-            return f"{path} gets {got}; this map leaves d1 whole (replicated)."
-        return f"{path} gets {got}; it should be {expected}."
-    return None
+            lines.append("d3/bias is added after the partial sums of d3 are combined: keep it whole.")
+        elif path == "d2/bias":
+            lines.append("d2/bias must follow d2's columns: split it over 'model' too.")
+        elif path.startswith("d1"):
+            lines.append(f"{path} gets {got}; this map leaves d1 whole (replicated).")
+        else:
+            lines.append(f"{path} gets {got}; it should be {SHIFTED_LAYOUT[path]}.")
+    return " ".join(lines)
