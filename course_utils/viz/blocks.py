@@ -65,15 +65,18 @@ def _draw_stack(add, transform, box, size, copies: int) -> None:
 def _fit_label(p: Placement, holders, size, compact: bool, face: str):
     """The block's small mesh and text, as much of it as fits in `size` (inches); None if nothing fits.
 
-    Tried in order: mesh above the text, mesh beside it, text alone, then the
-    count alone (a block too small for any label stays unlabelled).
+    Tried in order: mesh above the text, mesh beside it, text alone, the
+    names one per line, then the count alone (a block too small for any
+    label stays unlabelled; the figure's ticks and legend still place it).
     """
     names = holder_names(holders)
     count = f"{len(holders)} copies" if len(holders) > 1 else ""
     mini = _mini_mesh(p, holders, compact) if len(p.devices) <= MINI_MESH_MAX else None
     full = "\n".join(line for line in (count, wrap(names, 18)) if line)
-    candidates = [(mini, full, False), (mini, full, True), (None, full, False), (mini, count, True),
-                  (None, count, False)]
+    narrow = "\n".join(([f"\u00d7{len(holders)}"] if count else []) + names.split(", "))
+    short = f"\u00d7{len(holders)}" if count else names
+    candidates = [(mini, full, False), (mini, full, True), (None, full, False), (mini, narrow, False),
+                  (None, narrow, False), (mini, count, True), (None, count, False), (None, short, False)]
     for picture, text, beside in candidates:
         if (text or picture) and _fits(picture, text, beside, size):
             return _packed(picture, text, beside, face)
@@ -82,7 +85,7 @@ def _fit_label(p: Placement, holders, size, compact: bool, face: str):
 
 def _fits(picture, text: str, beside: bool, size) -> bool:
     lines = text.split("\n") if text else []
-    text_w = 0.62 * SMALL * max((len(s) for s in lines), default=0) / 72
+    text_w = 0.58 * SMALL * max((len(s) for s in lines), default=0) / 72
     text_h = 1.3 * SMALL * len(lines) / 72
     pic_w, pic_h = (picture.width / 72, picture.height / 72) if picture is not None else (0, 0)
     if beside:

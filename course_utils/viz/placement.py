@@ -73,7 +73,7 @@ def legend(p: Placement, colors: MeshColors, *, copies: bool | None = None) -> s
     """What the marks of a placement figure mean, in words (`copies`: some block has copies; default: p's)."""
     parts = [f"Filled block: one device holds it ({colors.rule})."]
     if p.replication > 1 if copies is None else copies:
-        parts.append("Pale stack marked 'N copies': the same block copied on N devices, not a split.")
+        parts.append("Pale stack marked 'N copies' or '\u00d7N': the same block copied on N devices, not a split.")
     if len(p.devices) <= MINI_MESH_MAX:
         parts.append(f"Small grid in a block: the mesh {tuple(p.mesh_shape)}, its holders lit.")
     return " ".join(parts)

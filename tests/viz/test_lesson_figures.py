@@ -1,0 +1,96 @@
+"""The figures the lessons draw, drawn the lessons' way, saved to test-artifacts/figures/ to be looked at.
+
+Each is checked for the marks that matter (legible when projected, no layout
+warning, every mark named in the figure) and saved as the notebook shows it.
+"""
+
+import warnings
+from pathlib import Path
+
+import jax
+import keras
+import numpy as np
+import pytest
+from keras import distribution
+from keras.distribution import DeviceMesh, TensorLayout
+
+from course_utils import make_mesh, planned_placement, process_ownership
+from course_utils.layout import make_layout_map
+from course_utils.models import transformer_block, transformer_rules
+from course_utils.viz import (draw_batch_split, draw_memory, draw_mesh, draw_model, draw_placement,
+                              draw_process_mesh, figure_png, projected_sizes)
+from course_utils.viz.figures import MIN_PROJECTED_PT
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "figures"
+MESH = make_mesh((2, 4), ("data", "model"))
+
+
+def _mlp_rules():
+    return {".*d1/kernel": (None, "model"), ".*d1/bias": ("model",), ".*d2/kernel": ("model", None)}
+
+
+def _tensor_parallel_mlp():
+    mp = distribution.ModelParallel(layout_map=make_layout_map(MESH, _mlp_rules()), batch_dim_name="data")
+    with mp.scope():
+        model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu", name="d1"),
+                                  keras.layers.Dense(10, name="d2")], name="mlp")
+        model.compile(optimizer="adam", loss="mse")
+        model.optimizer.build(model.trainable_variables)
+    return model, mp
+
+
+def _figures():
+    """name -> a function drawing one figure as a lesson does."""
+    dp = distribution.DataParallel(device_mesh=make_mesh((8,), ("data",)))
+    mp_empty = distribution.ModelParallel(layout_map=distribution.LayoutMap(MESH), batch_dim_name="data")
+    x = np.arange(16 * 32, dtype="float32").reshape(16, 32)
+    return {
+        "01-mesh-2x4": lambda: draw_mesh(MESH),
+        "01-mesh-8": lambda: draw_mesh(make_mesh((8,), ("data",))),
+        "01-mesh-1x8": lambda: draw_mesh(make_mesh((1, 8), ("data", "model"))),
+        "01-mesh-2x2x2": lambda: draw_mesh(make_mesh((2, 2, 2), ("host", "data", "model"))),
+        "01-mesh-512-planned": lambda: draw_mesh(DeviceMesh((8, 64), ("data", "model"),
+                                                            [f"cpu:{i}" for i in range(512)])),
+        "02-split-rows-cols": lambda: draw_placement(planned_placement((16, 32), TensorLayout(("data", "model"), MESH))),
+        "02-batch-data-parallel": lambda: draw_batch_split((16, 10), dp),
+        "02-batch-model-parallel": lambda: draw_batch_split((16, 10), mp_empty),
+        "02-dense-kernel": lambda: draw_placement(planned_placement((32, 64), TensorLayout((None, "model"), MESH),
+                                                                    name="dense kernel")),
+        "02-replicated-kernel": lambda: draw_placement(planned_placement((64, 128), TensorLayout((None, None), MESH))),
+        "02-real-array": lambda: draw_placement(jax.device_put(x, TensorLayout((None, "model"), MESH).backend_layout),
+                                                title="x with its columns split over model"),
+        "03-model-mlp": lambda: draw_model(*_tensor_parallel_mlp()),
+        "04-variable": lambda: draw_placement(_tensor_parallel_mlp()[0].get_layer("d1").kernel),
+        "04-model-transformer": _transformer_figure,
+        "05-batch-64": lambda: draw_batch_split((64, 64), dp),
+        "05-memory": _memory_figure,
+        "06-processes": lambda: draw_process_mesh(process_ownership((2, 4), processes=2)),
+        "06-processes-4": lambda: draw_process_mesh(process_ownership((2, 4), processes=4)),
+    }
+
+
+def _transformer_figure():
+    tp = distribution.ModelParallel(layout_map=make_layout_map(MESH, transformer_rules()), batch_dim_name="data")
+    with tp.scope():
+        model = transformer_block(heads=4)  # lesson 04's block: attn/query/kernel (64, 4, 16)
+    return draw_model(model, tp, max_panels=16)
+
+
+def _memory_figure():
+    from course_utils import memory_report
+
+    model, mp = _tensor_parallel_mlp()
+    return draw_memory(memory_report(model, mp))
+
+
+@pytest.mark.parametrize("name", list(_figures()))
+def test_lesson_figure(name):
+    fig = _figures()[name]()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        png = figure_png(fig)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / f"{name}.png").write_bytes(png)
+    text, size = min(projected_sizes(fig), key=lambda pair: pair[1])
+    assert size >= MIN_PROJECTED_PT, f"{text!r} shows at {size:.1f} pt on a 1280 px projector"
+    assert fig.get_size_inches()[0] <= 13.0 + 1e-9
