@@ -61,6 +61,7 @@ def test_fixed_map_wrong(answer, hint):
 def test_mlp_out_rule_right():
     assert check("04.3", (".*mlp_out/kernel", ("model", None))).ok
     assert check("04.3", ("mlp_out/kernel", ["model", None])).ok
+    assert check("04.3", (".*mlp_out/kernel", ("model",))).ok  # JAX pads a short layout with None
 
 
 @pytest.mark.parametrize("answer, hint", [
@@ -68,7 +69,6 @@ def test_mlp_out_rule_right():
     ((".*mlp.*/kernel", ("model", None)), "check_layout_map finds"),
     ((".*mlp_out.*", ("model", None)), "check_layout_map finds"),
     (".*mlp_out/kernel", "Give a pair"),
-    ((".*mlp_out/kernel", ("model",)), "check_layout_map finds"),
 ])
 def test_mlp_out_rule_wrong(answer, hint):
     verdict = check("04.3", answer)

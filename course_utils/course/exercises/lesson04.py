@@ -66,11 +66,18 @@ def _layout_map(rules: dict):
 
 
 def _layouts(model, layout_map) -> dict:
-    """Path -> axes, as Keras's ModelParallel lays out each variable of `model`."""
+    """Path -> axes, as Keras's ModelParallel lays out each variable of `model`.
+
+    A layout shorter than the variable's rank is padded with None, as JAX does.
+    """
     from keras.distribution import ModelParallel
 
     distribution = ModelParallel(layout_map=layout_map, batch_dim_name="data")
-    return {v.path: tuple(distribution.get_variable_layout(v).axes) for v in model.variables}
+    layouts = {}
+    for v in model.variables:
+        axes = tuple(distribution.get_variable_layout(v).axes)
+        layouts[v.path] = axes + (None,) * (len(v.shape) - len(axes))
+    return layouts
 
 
 def _as_rules(answer) -> dict:
