@@ -69,3 +69,14 @@ def test_expect_error_lets_other_errors_through():
     with pytest.raises(KeyError):
         with expect_error(ValueError):
             raise KeyError("other")
+
+
+def test_every_lesson_exercise_says_what_form_of_answer_it_reads():
+    assert [e.id for e in EXERCISES.values() if not e.form and not e.id.startswith("99.")] == []
+
+
+def test_an_answer_in_the_wrong_form_names_the_form_expected():
+    verdict = check("03.3", "4x2")
+    assert verdict.status == "not yet"
+    assert "a mesh shape as a tuple (data size, model size), e.g. (4, 2)" in verdict.message
+    assert "'4x2'" in verdict.message

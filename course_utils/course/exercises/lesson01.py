@@ -3,7 +3,8 @@
 from course_utils.course.exercises.core import exercise
 
 
-@exercise("01.1", "Which device sits at coordinate (2, 1) of a 4 x 2 mesh with axes ('data', 'model')?")
+@exercise("01.1", "Which device sits at coordinate (2, 1) of a 4 x 2 mesh with axes ('data', 'model')?",
+          form='a device string such as "cpu:0"')
 def device_at_coordinate(answer):
     """Compares the answer with the device a real 4 x 2 DeviceMesh holds at (2, 1)."""
     from course_utils.mesh import make_mesh
@@ -21,7 +22,8 @@ def device_at_coordinate(answer):
     return "Row i, column j of a 4 x 2 mesh holds device number i * 2 + j of the device list."
 
 
-@exercise("01.2", "Build a 4 x 2 DeviceMesh with axes named 'data' and 'model'.")
+@exercise("01.2", "Build a 4 x 2 DeviceMesh with axes named 'data' and 'model'.",
+          form='a keras.distribution.DeviceMesh, built with DeviceMesh(shape, axis_names, devices=...) or make_mesh')
 def four_by_two_mesh(answer):
     """Checks the learner's DeviceMesh: its type, shape, axis names and device order."""
     import numpy as np
@@ -43,7 +45,8 @@ def four_by_two_mesh(answer):
     return None
 
 
-@exercise("01.3", "List every 3-D mesh shape of 8 devices whose first axis has size 2.")
+@exercise("01.3", "List every 3-D mesh shape of 8 devices whose first axis has size 2.",
+          form='a list of mesh shapes, each a tuple of three whole numbers, e.g. [(2, 2, 2), ...]')
 def three_d_shapes(answer):
     """Compares the set of shapes with mesh_shapes(8, ndim=3) filtered on the first axis."""
     from course_utils.mesh import mesh_shapes

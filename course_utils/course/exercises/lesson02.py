@@ -16,7 +16,8 @@ def _model_parallel():
     return distribution.ModelParallel(layout_map=distribution.LayoutMap(mesh), batch_dim_name="data")
 
 
-@exercise("02.1", "Predict the shard shape of a (16, 10) batch under ModelParallel on a 2 x 4 mesh, batch_dim_name='data'.")
+@exercise("02.1", "Predict the shard shape of a (16, 10) batch under ModelParallel on a 2 x 4 mesh, batch_dim_name='data'.",
+          form='a shard shape as a tuple of two whole numbers, e.g. (4, 10)')
 def batch_shard_shape(answer):
     """Compares the answer with the shard shape of Keras's own data layout for that batch."""
     from course_utils.placements import planned_placement
@@ -38,7 +39,8 @@ def batch_shard_shape(answer):
     return "The batch dimension splits into as many parts as the 'data' axis has devices."
 
 
-@exercise("02.2", "Choose the TensorLayout axes that split a (32, 64) kernel's columns over 'model' on a 2 x 4 mesh.")
+@exercise("02.2", "Choose the TensorLayout axes that split a (32, 64) kernel's columns over 'model' on a 2 x 4 mesh.",
+          form="a tuple with one entry per kernel dimension, each an axis name or None, e.g. (None, 'data')")
 def kernel_columns(answer):
     """Builds the learner's layout and compares its blocks with the column split's."""
     from keras import distribution
@@ -61,7 +63,8 @@ def kernel_columns(answer):
     return "Split dimension 1 over 'model' and leave dimension 0 whole (None)."
 
 
-@exercise("02.3", "Over which mesh axis must the gradients be summed when the batch is split along 'data'?")
+@exercise("02.3", "Over which mesh axis must the gradients be summed when the batch is split along 'data'?",
+          form="one mesh axis name as a string, e.g. 'model'")
 def gradient_axis(answer):
     """Compares the answer with the batch axis of a real ModelParallel distribution."""
     expected = _model_parallel().batch_dim_name

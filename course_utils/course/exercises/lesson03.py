@@ -30,7 +30,8 @@ def _as_device_set(answer):
     return {str(d) for d in answer}
 
 
-@exercise("03.1", "Which device(s) receive rows 0:8 of a (16, 64) batch AND hold columns 32:64 of d1/kernel on the 2 x 4 mesh?")
+@exercise("03.1", "Which device(s) receive rows 0:8 of a (16, 64) batch AND hold columns 32:64 of d1/kernel on the 2 x 4 mesh?",
+          form='a set of device strings, e.g. {"cpu:0", "cpu:1"}')
 def rows_and_columns(answer):
     """Intersects the real planned placements of the batch and of d1/kernel."""
     from keras.distribution import TensorLayout
@@ -58,7 +59,8 @@ def rows_and_columns(answer):
             "so model position 1. Which device sits at (0, 1)?")
 
 
-@exercise("03.2", "Predict the shard shape of d2/kernel (128, 10), laid out ('model', None), on a (4, 2) mesh.")
+@exercise("03.2", "Predict the shard shape of d2/kernel (128, 10), laid out ('model', None), on a (4, 2) mesh.",
+          form='a shard shape as a tuple of two whole numbers, e.g. (128, 10)')
 def d2_shard_shape_4x2(answer):
     """Compares the answer with planned_placement of d2/kernel on a real (4, 2) mesh."""
     expected = _planned("d2/kernel", _mesh((4, 2))).shard_shape
@@ -75,7 +77,8 @@ def d2_shard_shape_4x2(answer):
     return "Divide each dimension by the size of the mesh axis named for it; None keeps it whole."
 
 
-@exercise("03.3", "Which mesh shape of 8 devices gives the fewest weight bytes per device, while still splitting the batch over at least 2 devices?")
+@exercise("03.3", "Which mesh shape of 8 devices gives the fewest weight bytes per device, while still splitting the batch over at least 2 devices?",
+          form='a mesh shape as a tuple (data size, model size), e.g. (4, 2)')
 def fewest_weight_bytes(answer):
     """Sums the real planned bytes per device of every weight for each mesh shape."""
     bytes_per = {}

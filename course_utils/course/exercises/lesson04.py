@@ -109,7 +109,8 @@ def _matches(key: str, path: str) -> bool:
 
 
 @exercise("04.1", "Write one LayoutMap key that matches the kernel of layer d2, and nothing else, "
-                  "in a Sequential model of any name and in a functional model.")
+                  "in a Sequential model of any name and in a functional model.",
+          form='one LayoutMap key as a string, e.g. ".*something/kernel"')
 def key_for_d2_kernel(answer):
     """Checks a key against the real paths of three models with layers d1, d2, d3."""
     problem = _regex_error(answer)
@@ -132,7 +133,8 @@ def key_for_d2_kernel(answer):
 
 
 @exercise("04.2", "Correct the buggy LayoutMap: d1's kernel and bias split over 'model' along d1's "
-                  "output units, d2's kernel split over 'model' along its input rows, the rest replicated.")
+                  "output units, d2's kernel split over 'model' along its input rows, the rest replicated.",
+          form='a dict {key: axes} or a keras.distribution.LayoutMap')
 def fixed_layout_map(answer):
     """Runs check_layout_map and Keras's lookup on the lesson's MLP (d1, d2, d3)."""
     from course_utils.layout import check_layout_map
@@ -159,7 +161,8 @@ def fixed_layout_map(answer):
 
 
 @exercise("04.3", "Write the rule (key, axes) that splits the transformer block's second Dense, "
-                  "mlp_out, over 'model' along its input dimension.")
+                  "mlp_out, over 'model' along its input dimension.",
+          form='a pair (key, axes), e.g. (".*name/kernel", (None, \'model\'))')
 def mlp_out_rule(answer):
     """Adds the learner's rule to the block's other rules and asks Keras where mlp_out lands."""
     from course_utils.layout import check_layout_map

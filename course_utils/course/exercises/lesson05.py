@@ -45,7 +45,8 @@ def _memory(shape):
     return memory_report(model, dist)
 
 
-@exercise("05.1", "Predict the Adam optimizer-state bytes per device of the digits MLP under ModelParallel (2, 4).")
+@exercise("05.1", "Predict the Adam optimizer-state bytes per device of the digits MLP under ModelParallel (2, 4).",
+          form='a whole number of bytes, e.g. 123_456')
 def adam_state_bytes(answer):
     """Compares the answer with memory_report of the real model; a few bytes of scalars are forgiven."""
     row = max(_memory((2, 4)).rows, key=lambda r: r.optimizer)
@@ -61,7 +62,8 @@ def adam_state_bytes(answer):
             f"times 4 bytes, times 2 moments. You are {answer - row.optimizer:+,.0f} bytes off.")
 
 
-@exercise("05.2", "Each device has room for 400,000 bytes of training state: which ModelParallel mesh shape fits and splits the batch the most?")
+@exercise("05.2", "Each device has room for 400,000 bytes of training state: which ModelParallel mesh shape fits and splits the batch the most?",
+          form='a mesh shape as a tuple (data size, model size), e.g. (8, 1)')
 def fits_the_budget(answer):
     """Reads memory_report of the real model for every mesh shape and picks the best that fits."""
     try:
@@ -82,7 +84,8 @@ def fits_the_budget(answer):
             f"'data' axis, so more devices share the batch.")
 
 
-@exercise("05.3", "Write a LayoutMap on the 2 x 4 mesh that splits d2 by columns and d3 by rows (Megatron-style).")
+@exercise("05.3", "Write a LayoutMap on the 2 x 4 mesh that splits d2 by columns and d3 by rows (Megatron-style).",
+          form="a keras.distribution.LayoutMap on the lesson's 2 x 4 mesh")
 def shifted_megatron(answer):
     """Runs check_layout_map and explain_layout on the learner's LayoutMap and the real model."""
     from keras import distribution

@@ -33,7 +33,8 @@ def _as_pair(answer) -> tuple[int, int] | None:
         return None
 
 
-@exercise("06.1", "4 processes x 2 devices form a 2 x 4 mesh: (jax.local_device_count(), jax.device_count()) in process 3?")
+@exercise("06.1", "4 processes x 2 devices form a 2 x 4 mesh: (jax.local_device_count(), jax.device_count()) in process 3?",
+          form="a pair of whole numbers (local devices, global devices), e.g. (1, 4)")
 def device_counts(answer):
     """Local devices are those a process owns; global devices are every process's."""
     from course_utils.multiprocess import process_ownership
@@ -50,7 +51,8 @@ def device_counts(answer):
     return "Each of the 4 processes owns the same number of the mesh's 8 devices."
 
 
-@exercise("06.2", "2 x 4 mesh over 2 processes, global batch 64: (start, stop) of the rows process 1 feeds?")
+@exercise("06.2", "2 x 4 mesh over 2 processes, global batch 64: (start, stop) of the rows process 1 feeds?",
+          form='a pair of whole numbers (start, stop), e.g. (0, 10)')
 def rows_of_process_one(answer):
     """Process 1 owns mesh row data=1, which holds the second half of every global batch."""
     expected = _planned_rows((2, 4), 2, 64, 1)
@@ -67,7 +69,8 @@ def rows_of_process_one(answer):
     return "Give (start, stop), e.g. (0, 10): the rows of every global batch of 64 that process 1 passes to fit."
 
 
-@exercise("06.3", "(1, 8) mesh ('data', 'model') over 2 processes, global batch 32: (start, stop) of the rows process 1 feeds?")
+@exercise("06.3", "(1, 8) mesh ('data', 'model') over 2 processes, global batch 32: (start, stop) of the rows process 1 feeds?",
+          form='a pair of whole numbers (start, stop), e.g. (0, 10)')
 def rows_without_a_data_split(answer):
     """A 'data' axis of size 1 does not split the batch: both processes feed the whole batch."""
     expected = _planned_rows((1, 8), 2, 32, 1)

@@ -7,7 +7,8 @@ from course_utils.course.exercises.core import exercise
 _RULES = {".*d1/kernel": (None, "model"), ".*d1/bias": ("model",), ".*d2/kernel": ("model", None)}
 
 
-@exercise("07.1", "The shard shape of d1/kernel (64, 128) restored under the tensor-parallel rules on a (4, 2) mesh.")
+@exercise("07.1", "The shard shape of d1/kernel (64, 128) restored under the tensor-parallel rules on a (4, 2) mesh.",
+          form='a shard shape as a tuple of two whole numbers, e.g. (64, 128)')
 def restored_shard_shape(answer) -> str | None:
     """Compares the answer with the planned placement of d1/kernel on a (4, 2) mesh."""
     from keras import distribution
@@ -27,7 +28,8 @@ def restored_shard_shape(answer) -> str | None:
     return "d1/kernel is (64, 128); how many devices does the 'model' axis of a (4, 2) mesh have?"
 
 
-@exercise("07.2", "Restore the checkpoint with every weight whole on each of the 8 devices.")
+@exercise("07.2", "Restore the checkpoint with every weight whole on each of the 8 devices.",
+          form='the model that load_checkpoint(path, distribution) returns')
 def restored_replicated(answer) -> str | None:
     """Checks the real placement of every weight of the restored model."""
     from course_utils.placements import placement
@@ -44,7 +46,8 @@ def restored_replicated(answer) -> str | None:
     return None
 
 
-@exercise("07.3", "Bytes of d1/kernel in the checkpoint file and per device on the 2 x 4 mesh.")
+@exercise("07.3", "Bytes of d1/kernel in the checkpoint file and per device on the 2 x 4 mesh.",
+          form='a pair of whole numbers (bytes in the file, bytes per device)')
 def checkpoint_bytes(answer) -> str | None:
     """Compares with the whole kernel's bytes and the planned bytes per device on 2 x 4."""
     from keras import distribution

@@ -28,7 +28,8 @@ def _official_layout(shape):
     return keras_hub.models.GemmaBackbone.get_layout_map(make_mesh(shape, MESH_AXES))[GATING]
 
 
-@exercise("08.1", "The shard shape of decoder_block_0/ffw_gating/kernel (64, 128) under Gemma's own map on the (2, 4) mesh.")
+@exercise("08.1", "The shard shape of decoder_block_0/ffw_gating/kernel (64, 128) under Gemma's own map on the (2, 4) mesh.",
+          form='a shard shape as a tuple of whole numbers, e.g. (64, 128)')
 def gating_shard_shape(answer) -> str | None:
     """Asks Keras's lookup of the official map for the layout, and JAX for the shard shape."""
     from course_utils.placements import planned_placement
@@ -50,7 +51,8 @@ def gating_shard_shape(answer) -> str | None:
     return f"The layout is {tuple(_official_layout((2, 4)).axes)} on a (2, 4) mesh: divide each dimension."
 
 
-@exercise("08.2", "Gemma 7B, Adam, float32, on a 2 x 4 mesh of 16 GiB devices: which layout's training state fits?")
+@exercise("08.2", "Gemma 7B, Adam, float32, on a 2 x 4 mesh of 16 GiB devices: which layout's training state fits?",
+          form='one of the strings "replicated", "tensor_parallel" or "official"')
 def layout_that_fits(answer) -> str | None:
     """Plans the training state of Gemma 7B from shapes under every layout and checks the answer."""
     from course_utils.sizing import GIB, LAYOUTS, training_memory
@@ -69,7 +71,8 @@ def layout_that_fits(answer) -> str | None:
             f"{totals[answer]:.1f} GiB per device. Which layout splits it over all 8?")
 
 
-@exercise("08.3", "Llama 3 8B under its official map: the path of the largest weight that stays whole on every device.")
+@exercise("08.3", "Llama 3 8B under its official map: the path of the largest weight that stays whole on every device.",
+          form='a variable path as a string, e.g. "token_embedding/embeddings"')
 def largest_replicated(answer) -> str | None:
     """Asks the official map (Keras's lookup) for every shape-only Llama 3 8B weight's layout."""
     import math
