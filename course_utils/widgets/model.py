@@ -109,6 +109,8 @@ def largest_weights(report: LayoutReport, n_weights: int) -> LayoutReport:
     weights = report.rows[:n_weights]
     largest = sorted(weights, key=lambda r: r.placement.total_bytes, reverse=True)[:PANELS]
     rows = [r for r in weights if r in largest]
+    if len(rows) == n_weights:
+        return LayoutReport(rows, title=report.title)
     return LayoutReport(rows, title=f"{report.title}, the {len(rows)} largest of {n_weights} weights")
 
 
