@@ -51,7 +51,7 @@ def draw_placement(x, *, title: str | None = None, max_ratio: float = 6.0) -> Fi
     ratio = max(view_ratio(p, v, max_ratio) for v in views)
     width = min(max(4.2 * cols + 0.9, 6.5), MAX_WIDTH)
     panel = min((width - 0.9) / cols, 4.6 / ratio)  # axes width, inches
-    fig = Figure(figsize=(width, rows * (panel * ratio + 0.9) + 1.3), layout="constrained")
+    fig = Figure(figsize=(width, rows * ((panel - 0.8) * ratio + 0.9) + 1.2), layout="constrained")
     axes = np.atleast_1d(fig.subplots(rows, cols)).ravel()
     for ax, view in zip(axes, views):
         draw_view(ax, p, view, colors, max_ratio=max_ratio, panel_inches=panel)
