@@ -181,8 +181,10 @@ def planned_placement(shape: Sequence[int], layout, *, dtype="float32", name: st
     import jax
 
     shape = _check_tensor_shape(shape)
-    if isinstance(layout, jax.sharding.Sharding):
-        sharding = layout
+    if isinstance(layout, jax.sharding.NamedSharding):
+        axes, axis_sizes, sharding = tuple(layout.spec), dict(layout.mesh.shape), layout
+    elif isinstance(layout, jax.sharding.Sharding):
+        axes, axis_sizes, sharding = (), {}, layout
     else:
         mesh = getattr(layout, "device_mesh", None)
         if not hasattr(layout, "axes") or mesh is None:
@@ -190,10 +192,11 @@ def planned_placement(shape: Sequence[int], layout, *, dtype="float32", name: st
                 f"planned_placement needs a TensorLayout that knows its mesh, "
                 f"e.g. TensorLayout((None, 'model'), mesh). Received: layout={layout!r}."
             )
-        errors = layout_errors(shape, layout.axes, dict(zip(mesh.axis_names, mesh.shape)))
-        if errors:
-            raise ValueError(f"Layout {tuple(layout.axes)} cannot split shape {shape}: " + " ".join(errors))
-        sharding = layout.backend_layout
+        axes, axis_sizes, sharding = tuple(layout.axes), dict(zip(mesh.axis_names, mesh.shape)), None
+    errors = layout_errors(shape, axes, axis_sizes) if axes else []
+    if errors:
+        raise ValueError(f"Layout {axes} cannot split shape {shape}: " + " ".join(errors))
+    sharding = sharding or layout.backend_layout
     return _from_sharding(shape, np.dtype(dtype), sharding, name, None)
 
 

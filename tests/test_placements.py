@@ -128,7 +128,7 @@ def test_shard_of_a_numpy_array_says_to_lay_it_out_first():
 def mesh_and_layout(draw):
     """A mesh of 1, 2, 4 or 8 devices (any order, 1-3 axes), a tensor shape, and a layout for it.
 
-    Layouts may be shorter than the tensor's rank, split a dimension over
+    Layouts may be shorter than the tensor's rank (or one entry longer), split a dimension over
     several axes, leave sizes that do not divide, repeat an axis, or name an
     axis the mesh lacks.
     """
@@ -140,7 +140,7 @@ def mesh_and_layout(draw):
     shape = tuple(draw(st.lists(st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16]), min_size=1, max_size=3)))
     entry = st.one_of(st.none(), st.sampled_from(names + ("other",)),
                       st.lists(st.sampled_from(names), min_size=1, max_size=2).map(tuple))
-    axes = tuple(draw(st.lists(entry, min_size=len(shape), max_size=len(shape))))
+    axes = tuple(draw(st.lists(entry, min_size=1, max_size=len(shape) + 1)))
     return make_mesh(mesh_shape, names, devices=devices), shape, axes
 
 
