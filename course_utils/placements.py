@@ -126,15 +126,8 @@ def placement(x, *, name: str | None = None) -> Placement:
         >>> placement(model.layers[0].kernel).shard_shape
         (32, 16)
     """
-    import jax
-
-    value = getattr(x, "value", x)
-    if not isinstance(value, jax.Array):
-        raise TypeError(
-            f"placement needs a jax.Array or a Keras variable. Received: "
-            f"{type(x).__name__}. For a shape and a TensorLayout before any "
-            f"array exists, use planned_placement(shape, layout)."
-        )
+    value = _array_of(x, "placement", "For a shape and a TensorLayout before any array exists, "
+                                       "use planned_placement(shape, layout).")
     shard_bytes = {device_name(s.device): s.data.nbytes for s in value.addressable_shards}
     label = name if name is not None else getattr(x, "path", "")
     return _from_sharding(value.shape, value.dtype, value.sharding, label, shard_bytes)
@@ -150,19 +143,23 @@ def shard_of(x, device) -> np.ndarray:
     Returns:
         The device's block as a NumPy array.
     """
-    import jax
-
-    value = getattr(x, "value", x)
-    if not isinstance(value, jax.Array):
-        raise TypeError(
-            f"shard_of needs a jax.Array or a Keras variable, whose blocks live on devices. Received: "
-            f"{type(x).__name__}. A NumPy array lives on no device: lay it out first, e.g. "
-            f"jax.device_put(x, layout.backend_layout), or index it directly."
-        )
+    value = _array_of(x, "shard_of", "A NumPy array lives on no device: lay it out first, e.g. "
+                                      "jax.device_put(x, layout.backend_layout), or index it directly.")
     shards = {device_name(s.device): s for s in value.addressable_shards}
     if str(device) not in shards:
         raise ValueError(f"Device {device!r} holds no block of this array. It lives on: {sorted(shards)}.")
     return np.asarray(shards[str(device)].data)
+
+
+def _array_of(x, caller: str, hint: str):
+    """The `jax.Array` behind `x` (a Keras variable's value, or `x` itself); else a TypeError with `hint`."""
+    import jax
+
+    value = getattr(x, "value", x)
+    if not isinstance(value, jax.Array):
+        raise TypeError(f"{caller} needs a jax.Array or a Keras variable, whose blocks live on devices. "
+                        f"Received: {type(x).__name__}. {hint}")
+    return value
 
 
 def planned_placement(shape: Sequence[int], layout, *, dtype="float32", name: str = "") -> Placement:
