@@ -119,15 +119,13 @@ def planned_memory(model, distribution, *, optimizer=None) -> MemoryReport:
     Returns:
         A `MemoryReport`, comparable row by row with `memory_report`.
     """
-    import keras
-
-    optimizer = optimizer or keras.optimizers.Adam()
-    if optimizer.built:
+    if optimizer is None:
+        optimizer = _default_optimizer(model)
+    elif optimizer.built:
         raise ValueError("planned_memory builds the optimizer on the model's variables; pass a fresh one, "
                          "e.g. keras.optimizers.Adam().")
-    with keras.StatelessScope(initialize_variables=False):
-        optimizer.build(model.trainable_variables)
-    forget_deferred(optimizer.variables)
+    else:
+        _build_shape_only(optimizer, model)
     per_weight = {v.path: _device_bytes(v, distribution) for v in model.weights}
     owners = _optimizer_owners(optimizer.variables, model.weights)
     slots = [per_weight[owners[v.path]] if v.path in owners else _device_bytes(v, distribution)
@@ -140,6 +138,39 @@ def planned_memory(model, distribution, *, optimizer=None) -> MemoryReport:
 
     return MemoryReport(rows, title=f"{model.name} under {describe_distribution(distribution)}: bytes per "
                                     f"device, planned from shapes (activations not counted)")
+
+
+_DEFAULT_OPTIMIZERS: dict[int, tuple] = {}  # id(model) -> (weakref to it, its trainable paths, Adam)
+
+
+def _default_optimizer(model):
+    """A shape-only `Adam()` built on the model's trainable variables, built once per model.
+
+    Its slots do not depend on the distribution, so one plan serves every
+    mesh and layout (`will_it_fit` plans each model nine times).
+    """
+    import weakref
+
+    import keras
+
+    paths = tuple(v.path for v in model.trainable_variables)
+    cached = _DEFAULT_OPTIMIZERS.get(id(model))
+    if cached and cached[0]() is model and cached[1] == paths:
+        return cached[2]
+    for key in [k for k, (ref, _, _) in _DEFAULT_OPTIMIZERS.items() if ref() is None]:
+        del _DEFAULT_OPTIMIZERS[key]
+    optimizer = _build_shape_only(keras.optimizers.Adam(), model)
+    _DEFAULT_OPTIMIZERS[id(model)] = (weakref.ref(model), paths, optimizer)
+    return optimizer
+
+
+def _build_shape_only(optimizer, model):
+    import keras
+
+    with keras.StatelessScope(initialize_variables=False):
+        optimizer.build(model.trainable_variables)
+    forget_deferred(optimizer.variables)
+    return optimizer
 
 
 def _device_bytes(variable, distribution) -> dict[str, int]:

@@ -106,3 +106,17 @@ def test_errors_name_what_was_received():
         training_memory("gemma_2b_en", (8, 1), layout="fsdp")
     with pytest.raises(ValueError, match="config="):
         abstract_model(keras_hub.models.GemmaBackbone)
+
+
+def test_one_shape_only_plan_serves_every_layout_of_a_model():
+    model = abstract_model(keras_hub.models.GemmaBackbone, TINY_GEMMA)
+    mesh = make_mesh((2, 4), MESH_AXES)
+    for layout in LAYOUTS:
+        dist = layout_for(keras_hub.models.GemmaBackbone, mesh, layout)
+        fresh = planned_memory(model, dist, optimizer=keras.optimizers.Adam())
+        assert planned_memory(model, dist).rows == fresh.rows
+    with dist.scope():
+        model.add_weight(shape=(64, 8), name="extra")  # one more trainable weight: the plan must see it
+    grown = planned_memory(model, dist)
+    assert grown.max_total == planned_memory(model, dist, optimizer=keras.optimizers.Adam()).max_total
+    assert grown.max_total == fresh.max_total + 4 * 64 * 8 * 4  # weight, gradient, two Adam moments, float32
