@@ -15,6 +15,7 @@ Not counted: activations, which grow with batch size and sequence length.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from course_utils._table import Table
@@ -79,8 +80,21 @@ def abstract_model(model, config: dict | None = None, **overrides):
 
     Returns:
         A Keras model whose variables hold no memory. Ask it for shapes and
-        paths only: reading a variable's value would allocate it.
+        paths only: reading a variable's value would allocate it. A preset
+        named alone is built once per session: asked again (by a lesson and
+        its checkers), the same shape-only model comes back.
     """
+    if isinstance(model, str) and config is None and not overrides:
+        return _preset_model(model)
+    return _build_abstract(model, config, overrides)
+
+
+@functools.cache
+def _preset_model(name: str):
+    return _build_abstract(name, None, {})
+
+
+def _build_abstract(model, config, overrides):
     import keras
 
     backbone_class, config = _resolve(model, config)

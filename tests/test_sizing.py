@@ -120,3 +120,10 @@ def test_one_shape_only_plan_serves_every_layout_of_a_model():
     grown = planned_memory(model, dist)
     assert grown.max_total == planned_memory(model, dist, optimizer=keras.optimizers.Adam()).max_total
     assert grown.max_total == fresh.max_total + 4 * 64 * 8 * 4  # weight, gradient, two Adam moments, float32
+
+
+def test_a_preset_named_alone_is_built_once_and_overrides_build_anew():
+    assert abstract_model("gemma_2b_en") is abstract_model("gemma_2b_en")
+    half = abstract_model("gemma_2b_en", dtype="bfloat16")
+    assert half is not abstract_model("gemma_2b_en")
+    assert training_memory(half, (8, 1)).max_total < training_memory("gemma_2b_en", (8, 1)).max_total
