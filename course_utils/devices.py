@@ -59,7 +59,7 @@ class DeviceSetup:
         return f"DeviceSetup: {kind}; {note}."
 
 
-def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
+def setup_devices(n: int = 8, *, platform: str = "auto", quick_compile: bool = False) -> DeviceSetup:
     """Chooses the devices for the course and configures JAX to expose them.
 
     Call it before anything starts JAX (it may come before or after
@@ -72,6 +72,11 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
         n: How many devices the course needs.
         platform: `"auto"`, `"cpu"`, `"gpu"` or `"tpu"`. With `"auto"` the
             environment variable `COURSE_PLATFORM` may force a choice.
+        quick_compile: Ask XLA for plain, quickly compiled CPU code (several
+            times faster to compile, the same results and collectives): for
+            lessons that compile many training steps on simulated devices.
+            Accelerator code is left as it is. Only takes effect before JAX
+            starts.
 
     Returns:
         A `DeviceSetup`; its repr is a one-line summary for the learner.
@@ -92,6 +97,8 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
 
     import jax
 
+    if quick_compile:
+        _ask_for_quick_cpu_compiles(platform)
     started = not _try_config(jax, "jax_num_cpu_devices", n)
     if platform == "cpu" and not started:
         _try_config(jax, "jax_platforms", "cpu")
@@ -107,6 +114,30 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
         simulated=is_cpu and n > 1,
     )
     return _current
+
+
+# XLA's CPU code generation kept simple: compiles several times faster, computes the same.
+QUICK_CPU_FLAGS = ("--xla_cpu_use_fusion_emitters=false", "--xla_llvm_disable_expensive_passes=true")
+# This one lowers optimisation for every backend, so it is only asked for where no accelerator can be.
+QUICK_ANY_FLAGS = ("--xla_backend_optimization_level=0",)
+_ACCELERATOR_PLUGINS = ("jax-cuda12-plugin", "jax-cuda13-plugin", "jax-rocm60-plugin", "libtpu")
+
+
+def _ask_for_quick_cpu_compiles(platform: str) -> None:
+    """Adds the quick-compile flags to XLA_FLAGS, which XLA reads when JAX's backends start."""
+    from importlib import metadata
+
+    def installed(name: str) -> bool:
+        try:
+            metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return False
+        return True
+
+    only_cpu = platform == "cpu" or (platform == "auto" and not any(map(installed, _ACCELERATOR_PLUGINS)))
+    wanted = QUICK_CPU_FLAGS + (QUICK_ANY_FLAGS if only_cpu else ())
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    os.environ["XLA_FLAGS"] = " ".join(flags + [f for f in wanted if f not in flags])
 
 
 def current_setup() -> DeviceSetup | None:

@@ -93,3 +93,19 @@ def test_bad_environment_platform():
     result = run_python("from course_utils import setup_devices; setup_devices(8)", COURSE_PLATFORM="quantum")
     assert result.returncode != 0
     assert "COURSE_PLATFORM='quantum'" in result.stderr
+
+
+def test_quick_compile_asks_xla_for_plain_cpu_code_before_jax_starts():
+    code = ("import os\n"
+            "from course_utils import setup_devices\n"
+            "setup = setup_devices(4, platform='cpu', quick_compile=True)\n"
+            "import jax, jax.numpy as jnp\n"
+            "print(os.environ['XLA_FLAGS'])\n"
+            "print(float(jax.jit(lambda x: (x * 2).sum())(jnp.arange(4.0))), len(setup.devices))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "XLA_FLAGS": "--xla_dump_to=/dev/null"}).stdout.splitlines()
+    flags = out[0].split()
+    assert flags[0] == "--xla_dump_to=/dev/null"
+    assert {"--xla_cpu_use_fusion_emitters=false", "--xla_backend_optimization_level=0",
+            "--xla_llvm_disable_expensive_passes=true"} <= set(flags)
+    assert out[1] == "12.0 4"
