@@ -154,3 +154,19 @@ def test_attention_and_sequence_length_are_modelled():
     assert by_reason["expected: partial sums of attn/attention_output's output combined over 'model'"] == activation
     assert by_reason["expected: attn/query's input gradient combined over 'model'"] == activation
     assert report.bytes_over("model") == 6 * activation  # attention out, ffn2; q, k, v and ffn1 input gradients
+
+
+def test_the_quick_compile_has_the_collectives_of_xla_s_full_compile():
+    from course_utils.costs import FAST_COMPILE, compiled_train_step, training_batch
+    from course_utils.hlo import parse_collectives
+
+    layout_map = make_layout_map(make_mesh((2, 4), ("data", "model")), models.transformer_rules())
+    mp = distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+    with mp.scope():
+        model = models.transformer_block(seq=8, width=32, heads=4, mlp_width=64)
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    batch = training_batch(model, (16, 8, 32))
+    quick, full = (parse_collectives(compiled_train_step(model, mp, batch, options=options),
+                                     ("data", "model"), (2, 4)) for options in (FAST_COMPILE, None))
+    key = lambda c: (c.kind, c.axes)
+    assert sorted(quick, key=key) == sorted(full, key=key) and any(c.axes == ("model",) for c in full)
