@@ -49,7 +49,9 @@ def test_the_student_build_writes_every_lesson(tmp_path):
 def test_every_registered_exercise_sits_in_a_lesson():
     ids = [exercise_cell(nbformat.read(p, as_version=4).cells[i].source).exercise
            for p in LESSONS for i in exercise_cells(nbformat.read(p, as_version=4))]
-    assert sorted(ids) == sorted(EXERCISES)  # each exactly once
+    registered = [e.id for e in EXERCISES.values()  # the lessons' checkers, not those tests register
+                  if e.checker.__module__.startswith("course_utils.course.exercises.lesson")]
+    assert sorted(ids) == sorted(registered)  # each exactly once
 
 
 def test_exercise_cell_reads_the_checked_name():
