@@ -26,7 +26,7 @@ $(BIN)/.test-installed: $(BIN)/.installed requirements-test.txt
 	@test -x /usr/bin/chromium || { \
 	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 	  $$SUDO apt-get update && $$SUDO apt-get install -y chromium; } || \
-	  { echo "Could not install Chromium; tests/test_browser.py will fail. Install it with: apt-get install -y chromium"; exit 1; }
+	  { echo "Could not install Chromium; tests/course/test_browser.py will fail. Install it with: apt-get install -y chromium"; exit 1; }
 	touch $@
 
 # reveal.js's files for offline slide decks come inside the sphinx-revealjs wheel; only those

@@ -2,7 +2,7 @@
 
 Runs each lesson top to bottom in a fresh kernel with 8 simulated CPU
 devices and prints wall seconds and the kernel's peak memory, against the
-course's targets (45 s a lesson, 3 minutes in all, 1.2 GB a kernel).
+course's targets (20 s a lesson, 3 minutes in all, 800 MB a kernel).
 """
 
 from __future__ import annotations
