@@ -141,12 +141,18 @@ def test_target_options_with_a_real_batch_are_refused():
         communication_report(built_under(dp), dp, (np.zeros((32, 16)), np.zeros((32, 4))), target_shape=(32,))
 
 
-def test_attention_and_sequence_length_are_modelled():
+def tensor_parallel_block(optimizer: str):
+    """A small transformer block built under its tensor-parallel rules on the 2 x 4 mesh, and the distribution."""
     layout_map = make_layout_map(make_mesh((2, 4), ("data", "model")), models.transformer_rules())
     mp = distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
     with mp.scope():
         model = models.transformer_block(seq=8, width=32, heads=4, mlp_width=64)
-        model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
+    return model, mp
+
+
+def test_attention_and_sequence_length_are_modelled():
+    model, mp = tensor_parallel_block("sgd")
     report = communication_report(model, mp, (16, 8, 32))
     assert report.agrees, report
     activation = (16 // 2) * 8 * 32 * 4  # rows per data device x sequence x width x float32
@@ -160,11 +166,7 @@ def test_the_quick_compile_has_the_collectives_of_xla_s_full_compile():
     from course_utils.costs import FAST_COMPILE, compiled_train_step, training_batch
     from course_utils.hlo import parse_collectives
 
-    layout_map = make_layout_map(make_mesh((2, 4), ("data", "model")), models.transformer_rules())
-    mp = distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
-    with mp.scope():
-        model = models.transformer_block(seq=8, width=32, heads=4, mlp_width=64)
-        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model, mp = tensor_parallel_block("adam")
     batch = training_batch(model, (16, 8, 32))
     quick, full = (parse_collectives(compiled_train_step(model, mp, batch, options=options),
                                      ("data", "model"), (2, 4)) for options in (FAST_COMPILE, None))
