@@ -193,7 +193,8 @@ def planned_placement(shape: Sequence[int], layout, *, dtype="float32", name: st
     errors = layout_errors(shape, axes, axis_sizes) if axes else []
     if errors:
         raise ValueError(f"Layout {axes} cannot split shape {shape}: " + " ".join(errors))
-    sharding = sharding or layout.backend_layout
+    if sharding is None:  # a TensorLayout: its JAX sharding is made only once the layout is known to fit
+        sharding = layout.backend_layout
     return _from_sharding(shape, np.dtype(dtype), sharding, name, None)
 
 
