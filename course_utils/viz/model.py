@@ -99,7 +99,7 @@ def draw_panel(fig, rect, p, view, colors, title: str) -> None:
     for block in view.blocks:
         r0, r1 = block.index[view.row_dim] if view.row_dim is not None else (0, 1)
         c0, c1 = block.index[view.col_dim] if view.col_dim is not None else (0, 1)
-        draw_block(fig.add_artist, to_inches, p, block.devices, (r0, r1, c0, c1),
+        draw_block(fig, to_inches, p, block.devices, (r0, r1, c0, c1),
                    (w * (c1 - c0) / cols, h * (r1 - r0) / rows), colors, compact=True)
     inches = fig.dpi_scale_trans
     fig.text(x, y + h + 0.05, title, transform=inches, ha="left", va="bottom", fontsize=SMALL)

@@ -111,7 +111,7 @@ def draw_view(ax, p: Placement, view: View, colors: MeshColors, *, max_ratio: fl
         (r0, r1) = block.index[view.row_dim] if view.row_dim is not None else (0, 1)
         (c0, c1) = block.index[view.col_dim] if view.col_dim is not None else (0, 1)
         size = (width * (c1 - c0) / max(cols, 1), width * ratio * (r1 - r0) / max(rows, 1))
-        draw_block(ax.add_artist, ax.transData, p, block.devices, (r0, r1, c0, c1), size, colors,
+        draw_block(ax, ax.transData, p, block.devices, (r0, r1, c0, c1), size, colors,
                    compact=compact)
     ax.set_xlim(0, max(cols, 1))
     ax.set_ylim(max(rows, 1), 0)

@@ -26,6 +26,11 @@ def marks(fig, gid):
     return [a for a in fig.findobj() if getattr(a, "get_gid", lambda: None)() == gid]
 
 
+def cells(fig, gid) -> int:
+    """How many cells the small meshes marked `gid` draw (each small mesh: a collection of cells per gid)."""
+    return sum(len(c.get_paths()) for c in marks(fig, gid))
+
+
 def texts(fig) -> str:
     return "\n".join(t.get_text() for t in fig.findobj(Text) if t.get_visible())
 
@@ -55,8 +60,7 @@ def test_a_fully_replicated_kernel_is_one_stack_of_copies_not_a_split():
     fig = draw_placement(planned_placement((64, 128), TensorLayout((None, None), MESH)))
     assert len(marks(fig, BLOCK_GID)) == 1
     assert len(marks(fig, COPIES_GID)) == 2  # the cards behind the block
-    lit = marks(fig, LIT_GID)
-    assert len(lit) == 8 and not marks(fig, UNLIT_GID)  # the small mesh: every device lit
+    assert cells(fig, LIT_GID) == 8 and cells(fig, UNLIT_GID) == 0  # the small mesh: every device lit
     block = marks(fig, BLOCK_GID)[0]
     assert block.get_facecolor()[3] == 0  # no device's colour on the block itself
     assert "8 copies" in texts(fig) and "cpu:0-7" in texts(fig)
@@ -68,7 +72,9 @@ def test_a_split_fills_each_block_with_its_device_colour():
     blocks = marks(fig, BLOCK_GID)
     assert len(blocks) == 8 and not marks(fig, COPIES_GID)
     assert sorted(to_hex(b.get_facecolor()) for b in blocks) == sorted(DEVICE_COLORS)
-    assert len(marks(fig, LIT_GID)) == 8 and len(marks(fig, UNLIT_GID)) == 8 * 7
+    assert cells(fig, LIT_GID) == 8 and cells(fig, UNLIT_GID) == 8 * 7
+    lit = [to_hex(face) for mesh in marks(fig, LIT_GID) for face in mesh.get_facecolor()]
+    assert sorted(lit) == sorted(DEVICE_COLORS)  # each block's small mesh lights its holder, in its colour
     assert "Pale stack" not in words(fig)  # the legend names only the marks the figure uses
 
 
@@ -168,7 +174,7 @@ def test_a_placement_on_a_512_device_mesh_draws():
     assert len(p.blocks) == 512 and isinstance(p.blocks[0], Block)
     fig = draw_placement(p)
     rendered(fig)
-    assert len(marks(fig, BLOCK_GID)) == 512 and not marks(fig, LIT_GID)  # no mini meshes of 512 specks
+    assert len(marks(fig, BLOCK_GID)) == 512 and cells(fig, LIT_GID) == 0  # no mini meshes of 512 specks
     assert "mesh row ('data' index)" in words(fig)
 
 
