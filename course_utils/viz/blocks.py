@@ -6,9 +6,9 @@ copy never looks like a split. Each block carries a small picture of the
 mesh with its holders lit (where on the mesh it lives) and their names, as
 much of that as fits in the block.
 
-Labels are placed by arithmetic in points from the block's centre (no
-offset boxes) and each small mesh is two collections (lit and unlit cells):
-an explorer redraws dozens of blocks per click.
+Blocks are drawn on a `Scene` (inches); labels are placed by arithmetic
+from the block's centre, and each small mesh is two sets of cells (lit,
+unlit): an explorer redraws dozens of blocks per click.
 """
 
 from __future__ import annotations
@@ -16,12 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from matplotlib.collections import PolyCollection
-from matplotlib.patches import Rectangle
-from matplotlib.text import Text
-from matplotlib.transforms import Affine2D, ScaledTranslation
 
 from course_utils.placements import Placement
+from course_utils.viz.canvas import Scene, text_size
 from course_utils.viz.figures import BLOCK_GID, SMALL, wrap
 from course_utils.viz.palette import COPY_COLOR, UNLIT_COLOR, MeshColors, text_color
 
@@ -31,53 +28,47 @@ MINI_MESH_MAX = 64  # more devices than this: no small mesh (its cells would be 
 SEP = 4.0  # points between a block's small mesh and its text
 
 
-def draw_block(parent, transform, p: Placement, holders, box, size, colors: MeshColors, *, compact: bool) -> None:
-    """Draws one block with its marks.
+def draw_block(scene: Scene, p: Placement, holders, rect, colors: MeshColors, *, compact: bool) -> None:
+    """Draws one block with its marks on `scene`.
 
     Args:
-        parent: The `Axes` or `Figure` the block is drawn on.
-        transform: From tensor coordinates (column, row) to the display.
+        scene: The scene drawn on.
         p: The placement the block belongs to.
         holders: The devices that hold the block.
-        box: (first row, end row, first column, end column) in tensor coordinates.
-        size: (width, height) of the block in inches, to fit the labels.
+        rect: (left, bottom, width, height) of the block, in inches.
         colors: The mesh's colours.
         compact: Smaller mesh pictures (the panels of `draw_model`).
     """
-    r0, r1, c0, c1 = box
+    x, y, w, h = rect
     single = len(holders) == 1
     face = colors[holders[0]] if single else COPY_COLOR
-    parent.add_artist(Rectangle((c0, r0), c1 - c0, r1 - r0, facecolor=face if single else "none",
-                                edgecolor="black" if single else "#999999", linewidth=1.2 if single else 0.6,
-                                gid=BLOCK_GID, zorder=3 if not single else 1, transform=transform))
-    if not single:
-        _draw_stack(parent, transform, box, size, len(holders))
-    label = fit_label(p, holders, size, compact)
+    if single:
+        scene.box(x, y, w, h, face=face, edge="black", linewidth=1.2, gid=BLOCK_GID, z=1)
+    else:
+        scene.box(x, y, w, h, edge="#999999", linewidth=0.6, gid=BLOCK_GID, z=3)
+        x, y, w, h = _draw_stack(scene, rect, len(holders))  # the label goes on the front card
+    label = fit_label(p, holders, (w, h), compact)
     if label is not None:
-        # Points measured from the block's centre, whatever the block's own coordinates.
-        points = (Affine2D().scale(1 / 72) + parent.figure.dpi_scale_trans
-                  + ScaledTranslation((c0 + c1) / 2, (r0 + r1) / 2, transform))
-        label.draw(parent, points, colors, face)
+        label.draw(scene, (x + w / 2, y + h / 2), colors, face)
 
 
-def _draw_stack(parent, transform, box, size, copies: int) -> None:
-    """A pale card with one or two cards behind it, up and to the right, inside the block."""
-    r0, r1, c0, c1 = box
-    step_x = min(0.06 * (c1 - c0), 0.08 / max(size[0], 1e-9) * (c1 - c0))
-    step_y = min(0.06 * (r1 - r0), 0.08 / max(size[1], 1e-9) * (r1 - r0))
+def _draw_stack(scene: Scene, rect, copies: int) -> tuple:
+    """A pale card with one or two cards behind it, up and to the right, inside the block; returns the front card."""
+    x, y, w, h = rect
+    step_x, step_y = min(0.06 * w, 0.08), min(0.06 * h, 0.08)
     behind = min(copies - 1, 2)
+    front = (x, y, w - behind * step_x, h - behind * step_y)
     for k in reversed(range(behind + 1)):
-        parent.add_artist(Rectangle((c0 + k * step_x, r0 + (behind - k) * step_y), c1 - c0 - behind * step_x,
-                                    r1 - r0 - behind * step_y, facecolor=COPY_COLOR, edgecolor="#222222",
-                                    linewidth=0.9, zorder=1 + 0.1 * (behind - k), gid=COPIES_GID if k else None,
-                                    transform=transform))
+        scene.box(x + k * step_x, y + k * step_y, *front[2:], face=COPY_COLOR, edge="#222222", linewidth=0.9,
+                  gid=COPIES_GID if k else None, z=1 + 0.1 * (behind - k))
+    return front
 
 
 @dataclass(frozen=True)
 class Label:
     """What a block shows inside it: its small mesh (or none), its text, side by side or stacked.
 
-    Sizes are in points, estimated from the font (DejaVu Sans at `SMALL` pt).
+    Sizes are in points, estimated from the font (`canvas.text_size`).
     """
 
     grid: np.ndarray | None  # the mesh's devices as a 2-D grid, when the small mesh is drawn
@@ -94,8 +85,8 @@ class Label:
 
     @property
     def text_size(self) -> tuple[float, float]:
-        lines = self.text.split("\n") if self.text else []
-        return 0.58 * SMALL * max((len(s) for s in lines), default=0), 1.3 * SMALL * len(lines)
+        width, height = text_size(self.text, SMALL)
+        return 72 * width, 72 * height
 
     @property
     def size(self) -> tuple[float, float]:
@@ -109,8 +100,8 @@ class Label:
         width, height = self.size
         return width <= 72 * size_inches[0] and height <= 72 * size_inches[1]
 
-    def draw(self, parent, points, colors: MeshColors, face: str) -> None:
-        """Draws the label centred on the origin of `points` (a transform from points to the display)."""
+    def draw(self, scene: Scene, centre, colors: MeshColors, face: str) -> None:
+        """Draws the label centred on `centre` (inches)."""
         (pw, ph), (tw, th) = self.picture_size, self.text_size
         sep = SEP if self.grid is not None and self.text else 0.0
         if self.beside:
@@ -119,31 +110,28 @@ class Label:
         else:
             down = ph + sep + th
             picture_at, text_at = (-pw / 2, down / 2 - ph), (0.0, th / 2 - down / 2)
+        cx, cy = centre
         if self.grid is not None:
-            self._draw_mesh(parent, points, picture_at, colors)
-        if self.text:
-            parent.add_artist(Text(*text_at, self.text, transform=points, ha="center", va="center",
-                                   fontsize=SMALL, color=text_color(face), zorder=5, clip_on=False))
+            self._draw_mesh(scene, (cx + picture_at[0] / 72, cy + picture_at[1] / 72), colors)
+        scene.text(cx + text_at[0] / 72, cy + text_at[1] / 72, self.text, SMALL, color=text_color(face), z=5)
 
-    def _draw_mesh(self, parent, points, origin, colors: MeshColors) -> None:
+    def _draw_mesh(self, scene: Scene, origin, colors: MeshColors) -> None:
         """The mesh as a small grid of cells, holders filled with their colour, on a white card."""
         x0, y0 = origin
         pw, ph = self.picture_size
-        parent.add_artist(Rectangle((x0, y0), pw, ph, facecolor="white", edgecolor="none", transform=points,
-                                    zorder=4, clip_on=False))
+        scene.box(x0, y0, pw / 72, ph / 72, face="white", z=4)
         rows, cols = self.grid.shape
         i, j = np.divmod(np.arange(rows * cols), cols)
-        left, bottom = x0 + 1 + j * self.cell, y0 + 1 + (rows - 1 - i) * self.cell
-        corners = np.array([(0, 0), (1, 0), (1, 1), (0, 1)]) * self.cell
+        cell = self.cell / 72
+        left, bottom = x0 + (1 + j * self.cell) / 72, y0 + (1 + (rows - 1 - i) * self.cell) / 72
+        corners = np.array([(0, 0), (1, 0), (1, 1), (0, 1)]) * cell
         cells = np.stack([left, bottom], axis=-1)[:, None, :] + corners  # (cell, corner, x/y)
         devices = list(self.grid.flat)
         lit = np.array([d in self.held for d in devices])
         for chosen, gid in ((lit, LIT_GID), (~lit, UNLIT_GID)):
             if chosen.any():
                 faces = [colors[d] for d, on in zip(devices, chosen) if on] if gid == LIT_GID else UNLIT_COLOR
-                parent.add_artist(PolyCollection(cells[chosen], facecolors=faces, edgecolors="#333333",
-                                                 linewidths=0.5, transform=points, gid=gid, zorder=4.5,
-                                                 clip_on=False))
+                scene.polygons(cells[chosen], faces, edge="#333333", linewidth=0.5, gid=gid, z=4.5)
 
 
 def fit_label(p: Placement, holders, size, compact: bool) -> Label | None:

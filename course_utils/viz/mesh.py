@@ -12,11 +12,11 @@ import math
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
 
+from course_utils.viz.blocks import holder_names
+from course_utils.viz.canvas import Scene, text_size, to_figure
 from course_utils.viz.figures import BLOCK_GID, FONT, MAX_WIDTH, SMALL, chars_across, wrap
 from course_utils.viz.palette import MeshColors, mesh_colors, text_color
-from course_utils.viz.blocks import holder_names
 
 MAX_TICKS = 16  # per axis; more positions get every k-th tick
 
@@ -32,6 +32,11 @@ def draw_mesh(mesh, *, title: str | None = None) -> Figure:
     Returns:
         A `Figure`; a line inside it says what colours and labels mean.
     """
+    return to_figure(mesh_scene(mesh, title=title))
+
+
+def mesh_scene(mesh, *, title: str | None = None) -> Scene:
+    """The `Scene` of `draw_mesh` (the mesh explorer shows it as SVG)."""
     devices = np.vectorize(str, otypes=[object])(np.asarray(mesh.devices, dtype=object))
     names = tuple(mesh.axis_names)
     panels = _panels(devices, names, tuple(mesh.shape))
@@ -39,22 +44,34 @@ def draw_mesh(mesh, *, title: str | None = None) -> Figure:
     across = min(len(panels), 4)
     down = math.ceil(len(panels) / across)
     cell = min(1.25, (MAX_WIDTH - 1.6 - 0.5 * across) / (across * cols), 6.0 / (down * rows))
-    width = max(across * (cols * cell + 0.5) + 1.6, 6.5)
-    fig = Figure(figsize=(width, down * (rows * cell + 0.9) + 1.2), layout="constrained")
     colors = mesh_colors(devices, names)
-    axes = np.atleast_1d(fig.subplots(down, across)).ravel()
-    for ax, (grid, axis_pair, outer) in zip(axes, panels):
-        _draw_device_grid(ax, grid, axis_pair, outer, colors, cell)
-        if outer:
-            ax.set_title(f"{names[0]} = {outer[0]}: {holder_names(list(grid.flat))}", fontsize=FONT)
-    for ax in axes[len(panels):]:
-        ax.set_visible(False)
+    for _ in range(2):  # smaller cells get longer tick labels, which leave less room for the cells
+        ticks = [_tick_labels(grid, axis_pair, cell) for grid, axis_pair, _ in panels]
+        left = max(_left_room(row_ticks, axis_pair) for (row_ticks, _), (_, axis_pair, _) in zip(ticks, panels))
+        cell = min(cell, (MAX_WIDTH - 0.4 - across * (left + 0.3)) / (across * cols))
+    below = max((text_size(label, SMALL)[1] for _, col_ticks in ticks for _, label in col_ticks), default=0.0)
+    below += 0.1 + 1.3 * FONT / 72 + 0.15  # the column ticks, then the axis name
+    above = 1.3 * FONT / 72 + 0.1 if panels[0][2] else 0.05
+    slot = left + cols * cell + 0.3
+    width = max(across * slot + 0.4, 6.5)
     platform = str(devices.flat[0]).split(":")[0].upper()
-    heading = title or (f"DeviceMesh shape={tuple(mesh.shape)}, axis_names={names}: "
-                        f"{devices.size} {platform} devices")
-    fig.suptitle(wrap(heading, chars_across(width, FONT + 2)), fontsize=FONT + 2)
-    fig.supxlabel(wrap(_legend(colors, cell, len(names)), chars_across(width, SMALL)), fontsize=SMALL)
-    return fig
+    heading = wrap(title or (f"DeviceMesh shape={tuple(mesh.shape)}, axis_names={names}: "
+                             f"{devices.size} {platform} devices"), chars_across(width, FONT + 2))
+    caption = wrap(_legend(colors, cell, len(names)), chars_across(width, SMALL))
+    top, bottom = text_size(heading, FONT + 2)[1] + 0.25, text_size(caption, SMALL)[1] + 0.2
+    row_height = above + rows * cell + below
+    scene = Scene(width, top + down * row_height + bottom)
+    scene.text(width / 2, scene.height - 0.12, heading, FONT + 2, va="top")
+    scene.text(width / 2, 0.1, caption, SMALL, va="bottom")
+    for i, ((grid, axis_pair, outer), panel_ticks) in enumerate(zip(panels, ticks)):
+        r, c = divmod(i, across)
+        x0 = (width - across * slot) / 2 + c * slot + left
+        y0 = scene.height - top - r * row_height - above - rows * cell
+        _draw_device_grid(scene, (x0, y0), grid, axis_pair, outer, colors, cell, panel_ticks)
+        if outer:
+            scene.text(x0 + cols * cell / 2, y0 + rows * cell + 0.08, f"{names[0]} = {outer[0]}: "
+                       f"{holder_names(list(grid.flat))}", FONT, va="bottom")
+    return scene
 
 
 def _panels(devices: np.ndarray, names: tuple, shape: tuple) -> list[tuple]:
@@ -80,37 +97,47 @@ def _legend(colors: MeshColors, cell: float, ndim: int) -> str:
     return f"{labels}; {colors.rule}."
 
 
-def _draw_device_grid(ax, grid, axis_pair, outer: tuple, colors: MeshColors, cell: float) -> None:
-    """One 2-D grid of devices; `outer` is the coordinate of the slice in a 3-D mesh."""
+def _tick_labels(grid, axis_pair, cell: float) -> tuple[list, list]:
+    """(row ticks, column ticks) of a panel: (index, label) pairs, at most `MAX_TICKS` per axis."""
+    rows, cols = grid.shape
+    row_axis = axis_pair[0]
+    col_label = (lambda j: f"{j}\n{grid[0, j]}") if cell < 0.5 and not row_axis else str
+    row_label = (lambda i: f"{i}: {holder_names(list(grid[i]))}") if cell < 0.5 else str
+    col_ticks = [(j, col_label(j)) for j in range(0, cols, math.ceil(cols / MAX_TICKS))]
+    row_ticks = [(i, row_label(i)) for i in range(0, rows, math.ceil(rows / MAX_TICKS))] if row_axis else []
+    return row_ticks, col_ticks
+
+
+def _left_room(row_ticks, axis_pair) -> float:
+    labels = max((text_size(label, SMALL)[0] for _, label in row_ticks), default=0.0)
+    return labels + 0.15 + (1.3 * FONT / 72 + 0.1 if axis_pair[0] else 0.0)
+
+
+def _draw_device_grid(scene: Scene, origin, grid, axis_pair, outer: tuple, colors: MeshColors, cell: float,
+                      ticks) -> None:
+    """One 2-D grid of devices, bottom left at `origin`; `outer` is the slice's coordinate in a 3-D mesh."""
+    x0, y0 = origin
     rows, cols = grid.shape
     row_axis, col_axis = axis_pair
-    gap = 0.06 if cell >= 0.3 else 0.0
+    gap = 0.06 * cell if cell >= 0.3 else 0.0
+    top = y0 + rows * cell
     for (i, j), device in np.ndenumerate(grid):
         color = colors[device]
-        ax.add_patch(Rectangle((j, i), 1 - gap, 1 - gap, facecolor=color, edgecolor="black",
-                               linewidth=0.8 if cell >= 0.3 else 0.2, gid=BLOCK_GID))
+        x, y = x0 + j * cell, top - (i + 1) * cell
+        scene.box(x, y + gap, cell - gap, cell - gap, face=color, edge="black",
+                  linewidth=0.8 if cell >= 0.3 else 0.2, gid=BLOCK_GID)
         coord = str((*outer, i, j) if row_axis else (j,)).replace(",)", ")")
         label = f"{device}\n{coord}" if cell >= 0.8 else (device if cell >= 0.5 else "")
-        if label:
-            ax.text(j + 0.5 - gap / 2, i + 0.5 - gap / 2, label, ha="center", va="center",
-                    fontsize=FONT if cell >= 0.8 else SMALL, color=text_color(color), fontweight="bold")
-    ax.set_xlim(-0.06, cols)
-    ax.set_ylim(rows, -0.06)
-    ax.set_aspect("equal")
-    _ticks(ax.xaxis, cols, (lambda j: f"{j}\n{grid[0, j]}") if cell < 0.5 and not row_axis else str)
+        scene.text(x + (cell - gap) / 2, y + gap + (cell - gap) / 2, label, FONT if cell >= 0.8 else SMALL,
+                   color=text_color(color), bold=True)
+    row_ticks, col_ticks = ticks
+    for j, label in col_ticks:
+        scene.text(x0 + (j + 0.5) * cell - gap / 2, y0 - 0.06, label, SMALL, va="top")
+    for i, label in row_ticks:
+        scene.text(x0 - 0.08, top - (i + 0.5) * cell + gap / 2, label, SMALL, ha="right")
+    below = max((text_size(label, SMALL)[1] for _, label in col_ticks), default=0.0)
+    scene.text(x0 + cols * cell / 2, y0 - 0.1 - below, f"axis '{col_axis}' (size {cols})", FONT, va="top")
     if row_axis:
-        per_row = (lambda i: f"{i}: {holder_names(list(grid[i]))}") if cell < 0.5 else str
-        _ticks(ax.yaxis, rows, per_row)
-        ax.set_ylabel(f"axis '{row_axis}' (size {rows})", fontsize=FONT)
-    else:
-        ax.set_yticks([])
-    ax.set_xlabel(f"axis '{col_axis}' (size {cols})", fontsize=FONT)
-    ax.tick_params(length=0, labelsize=SMALL)
-    for side in ax.spines.values():
-        side.set_visible(False)
-
-
-def _ticks(axis, n: int, label) -> None:
-    step = math.ceil(n / MAX_TICKS)
-    positions = list(range(0, n, step))
-    axis.set_ticks([k + 0.47 for k in positions], [label(k) for k in positions])
+        labels = max((text_size(label, SMALL)[0] for _, label in row_ticks), default=0.0)
+        scene.text(x0 - 0.14 - labels, top - rows * cell / 2, f"axis '{row_axis}' (size {rows})", FONT,
+                   rotation=90, va="bottom")

@@ -10,21 +10,18 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.transforms import Affine2D
 
 from course_utils.costs import MemoryReport
 from course_utils.layout import LayoutReport, explain_layout
+from course_utils.viz.bars import bytes_bars, memory_bars
+from course_utils.viz.canvas import Scene, to_figure
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
-from course_utils.viz.palette import MEMORY_COLORS, mesh_colors
-from course_utils.viz.blocks import draw_block
-from course_utils.viz.placement import dim_label, legend, panel_views, placement_colors, undrawn, view_ratio
+from course_utils.viz.placement import draw_panel, legend, panel_views, placement_colors, undrawn, view_ratio
 
 COLUMNS = 4
 PANEL = (MAX_WIDTH - 0.6) / COLUMNS  # inches per column of panels
 PER_PAGE = 12
-HATCHES = {"weights": "", "gradients": "//", "optimizer": ".."}
 
 
 def draw_model(report, distribution=None, *, page: int = 0, per_page: int = PER_PAGE,
@@ -45,6 +42,13 @@ def draw_model(report, distribution=None, *, page: int = 0, per_page: int = PER_
         A `Figure`: the panels of one page, then the bytes per device of all
         the variables (every page's), with what the marks mean in words.
     """
+    return to_figure(model_scene(report, distribution, page=page, per_page=per_page, max_panels=max_panels,
+                                 bytes_chart=bytes_chart, memory=memory))
+
+
+def model_scene(report, distribution=None, *, page: int = 0, per_page: int = PER_PAGE,
+                max_panels: int | None = None, bytes_chart: bool = True, memory: MemoryReport | None = None) -> Scene:
+    """The `Scene` of `draw_model` (the model explorer shows it as SVG); same arguments."""
     report, name = _rows_of(report, distribution)
     per_page = max_panels or per_page
     pages = math.ceil(len(report.rows) / per_page)
@@ -61,16 +65,18 @@ def draw_model(report, distribution=None, *, page: int = 0, per_page: int = PER_
     caption = wrap(legend(shown[0].placement, colors, copies=copies), chars_across(width, SMALL))
     panels = [_panel(row) for row in shown]
     layout = _Layout(width, heading, caption, panels, 2.2 if bytes_chart or memory is not None else 0.0)
-    fig = Figure(figsize=(width, layout.height))
-    fig.text(0.5, 1 - 0.12 / layout.height, heading, ha="center", va="top", fontsize=FONT + 1)
-    fig.text(0.5, 0.08 / layout.height, caption, ha="center", va="bottom", fontsize=SMALL)
+    scene = Scene(width, layout.height)
+    scene.text(width / 2, layout.height - 0.12, heading, FONT + 1, va="top")
+    scene.text(width / 2, 0.08, caption, SMALL, va="bottom")
     for i, (row, (view, title, _)) in enumerate(zip(shown, panels)):
-        draw_panel(fig, layout.rect(i), row.placement, view, colors, title)
+        draw_panel(scene, layout.rect(i), row.placement, view, colors, title, compact=True)
     if memory is not None:
-        memory_bars(fig.add_axes(layout.chart_rect(legend_room=1.3)), memory)
+        memory_bars(scene, layout.chart_rect(), memory)
     elif bytes_chart:
-        _draw_bytes(fig.add_axes(layout.chart_rect()), report)
-    return fig
+        totals = report.bytes_per_device
+        bytes_bars(scene, layout.chart_rect(), totals, colors, title=f"Bytes each device holds for all "
+                   f"{len(report.rows)} variables (largest: {max(totals.values()):,})")
+    return scene
 
 
 MAX_RATIO = 0.8  # panels at most this tall for their width: a page of 12 fits a slide
@@ -84,30 +90,6 @@ def _panel(row) -> tuple:
     notes = undrawn(row.placement, view)
     return view, title + (f"\n{wrap(notes, chars_across(PANEL - 0.45, SMALL))}" if notes else ""), \
         view_ratio(row.placement, view, MAX_RATIO)
-
-
-def draw_panel(fig, rect, p, view, colors, title: str) -> None:
-    """One variable's panel drawn straight on the figure, without an Axes (many redraw fast).
-
-    Args:
-        rect: (left, bottom, width, height) of the blocks' area, in inches.
-    """
-    x, y, w, h = rect
-    rows = p.shape[view.row_dim] if view.row_dim is not None else 1
-    cols = p.shape[view.col_dim] if view.col_dim is not None else 1
-    to_inches = Affine2D().scale(w / cols, -h / rows).translate(x, y + h) + fig.dpi_scale_trans
-    for block in view.blocks:
-        r0, r1 = block.index[view.row_dim] if view.row_dim is not None else (0, 1)
-        c0, c1 = block.index[view.col_dim] if view.col_dim is not None else (0, 1)
-        draw_block(fig, to_inches, p, block.devices, (r0, r1, c0, c1),
-                   (w * (c1 - c0) / cols, h * (r1 - r0) / rows), colors, compact=True)
-    inches = fig.dpi_scale_trans
-    fig.text(x, y + h + 0.05, title, transform=inches, ha="left", va="bottom", fontsize=SMALL)
-    fig.text(x + w / 2, y - 0.05, dim_label(p, view.col_dim), transform=inches, ha="center", va="top",
-             fontsize=SMALL)
-    if view.row_dim is not None:
-        fig.text(x - 0.05, y + h / 2, dim_label(p, view.row_dim), transform=inches, rotation=90, ha="right",
-                 va="center", fontsize=SMALL)
 
 
 class _Layout:
@@ -136,10 +118,9 @@ class _Layout:
         top = self.top + sum(self.titles[:r + 1]) + sum(self.heights[:r]) + r * self.GAP_Y
         return (self.LEFT + self.LABEL + c * PANEL, self.height - top - h, self.panel, h)
 
-    def chart_rect(self, legend_room: float = 0.0) -> tuple:
-        y = self.bottom + 0.45
-        width = self.width - 1.0 - legend_room
-        return (0.7 / self.width, y / self.height, width / self.width, (self.chart - 0.3) / self.height)
+    def chart_rect(self) -> tuple:
+        """(left, bottom, width, height) of the chart below the panels, in inches."""
+        return (0.3, self.bottom + 0.15, self.width - 0.6, self.chart + 0.2)
 
 
 def _rows_of(report, distribution) -> tuple[LayoutReport, str]:
@@ -158,42 +139,8 @@ def _rows_of(report, distribution) -> tuple[LayoutReport, str]:
     return weights, f"{model.name} under "
 
 
-def _draw_bytes(ax, report: LayoutReport) -> None:
-    totals = report.bytes_per_device
-    devices = list(totals)
-    first = report.rows[0].placement
-    colors = mesh_colors(np.array(first.devices, dtype=object).reshape(first.mesh_shape), first.axis_names)
-    ax.bar(range(len(devices)), [totals[d] for d in devices], color=[colors[d] for d in devices],
-           edgecolor="black", linewidth=0.5)
-    step = math.ceil(len(devices) / 16)
-    ax.set_xticks(range(0, len(devices), step), devices[::step])
-    ax.set_xlim(-0.6, len(devices) - 0.4)
-    ax.tick_params(labelsize=SMALL)
-    ax.set_ylabel("bytes", fontsize=SMALL)
-    ax.set_title(f"Bytes each device holds for all {len(report.rows)} variables (largest: "
-                 f"{max(totals.values()):,})", fontsize=FONT)
-
-
 def draw_memory(memory: MemoryReport) -> Figure:
     """Stacked bars: weights, gradients and optimizer state on each device (colour and hatching)."""
-    fig = Figure(figsize=(7.5, 2.8), layout="constrained")
-    memory_bars(fig.subplots(), memory)
-    return fig
-
-
-def memory_bars(ax, memory: MemoryReport) -> None:
-    """Draws `memory` as stacked bars per device on `ax`; the legend names each kind."""
-    devices = [r.device for r in memory.rows]
-    bottom = np.zeros(len(devices))
-    for kind, color in MEMORY_COLORS.items():
-        values = np.array([getattr(r, kind) for r in memory.rows], dtype=float)
-        ax.bar(range(len(devices)), values, bottom=bottom, color=color, hatch=HATCHES[kind],
-               edgecolor="white", linewidth=0.5, label=kind)
-        bottom += values
-    step = math.ceil(len(devices) / 16)
-    ax.set_xticks(range(0, len(devices), step), devices[::step])
-    ax.set_xlim(-0.6, len(devices) - 0.4)
-    ax.tick_params(labelsize=SMALL)
-    ax.set_ylabel("bytes per device", fontsize=SMALL)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=SMALL)
-    ax.set_title(f"Training memory per device (largest: {memory.max_total:,} bytes)", fontsize=FONT)
+    scene = Scene(7.5, 2.8)
+    memory_bars(scene, (0.1, 0.1, 7.3, 2.6), memory)
+    return to_figure(scene)

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from course_utils.placements import Placement, placement, planned_placement
 from course_utils.viz.blocks import MINI_MESH_MAX, draw_block
+from course_utils.viz.canvas import Scene, text_size, to_figure
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
 from course_utils.viz.palette import MeshColors, mesh_colors
 
@@ -43,6 +44,11 @@ def draw_placement(x, *, title: str | None = None, max_ratio: float = 6.0) -> Fi
         A `Figure`: one panel per distinct view when the tensor has more than
         two dimensions; each panel names the dimensions it does not draw.
     """
+    return to_figure(placement_scene(x, title=title, max_ratio=max_ratio))
+
+
+def placement_scene(x, *, title: str | None = None, max_ratio: float = 6.0) -> Scene:
+    """The `Scene` of `draw_placement` (the layout explorer shows it as SVG)."""
     p = x if isinstance(x, Placement) else placement(x)
     views = panel_views(p)
     colors = placement_colors(p)
@@ -50,16 +56,94 @@ def draw_placement(x, *, title: str | None = None, max_ratio: float = 6.0) -> Fi
     rows = math.ceil(len(views) / cols)
     ratio = max(view_ratio(p, v, max_ratio) for v in views)
     width = min(max(4.2 * cols + 0.9, 6.5), MAX_WIDTH)
-    panel = min((width - 0.9) / cols, 4.6 / ratio)  # axes width, inches
-    fig = Figure(figsize=(width, rows * ((panel - 0.8) * ratio + 0.9) + 1.2), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(rows, cols)).ravel()
-    for ax, view in zip(axes, views):
-        draw_view(ax, p, view, colors, max_ratio=max_ratio, panel_inches=panel)
-    for ax in axes[len(views):]:
-        ax.set_visible(False)
-    fig.suptitle(wrap(title or placement_title(p), chars_across(width, FONT + 1)), fontsize=FONT + 1)
-    fig.supxlabel(wrap(legend(p, colors), chars_across(width, SMALL)), fontsize=SMALL)
-    return fig
+    slot = (width - 0.4) / cols
+    ticks = [(tick_labels(p, v, v.row_dim), tick_labels(p, v, v.col_dim)) for v in views]
+    left = max(_left_room(p, v, t[0]) for v, t in zip(views, ticks))
+    panel = min(slot - left - 0.25, 4.6 / ratio)  # width of a panel's blocks, inches
+    notes = [wrap(undrawn(p, v), chars_across(slot - 0.2, SMALL)) for v in views]
+    xlabels = [wrap(dim_label(p, v.col_dim), chars_across(panel + 0.4, FONT)) for v in views]
+    heading = wrap(title or placement_title(p), chars_across(width, FONT + 1))
+    caption = wrap(legend(p, colors), chars_across(width, SMALL))
+    above = max(text_size(n, SMALL)[1] for n in notes) + 0.08 if any(notes) else 0.0
+    below = LINE + 0.12 + max(text_size(t, FONT)[1] for t in xlabels)
+    row_height = above + panel * ratio + below + 0.25
+    top, bottom = text_size(heading, FONT + 1)[1] + 0.25, text_size(caption, SMALL)[1] + 0.2
+    scene = Scene(width, top + rows * row_height + bottom)
+    scene.text(width / 2, scene.height - 0.12, heading, FONT + 1, va="top")
+    scene.text(width / 2, 0.1, caption, SMALL, va="bottom")
+    used = cols * (left + panel + 0.25)
+    for i, (view, (row_ticks, col_ticks), note, xlabel) in enumerate(zip(views, ticks, notes, xlabels)):
+        r, c = divmod(i, cols)
+        h = panel * view_ratio(p, view, max_ratio)
+        x0 = (width - used) / 2 + c * (left + panel + 0.25) + left
+        y0 = scene.height - top - r * row_height - above - h
+        draw_panel(scene, (x0, y0, panel, h), p, view, colors, note, compact=False,
+                   ticks=(row_ticks, col_ticks), labels=(_ylabel(p, view, h), xlabel))
+    return scene
+
+
+LINE = 1.3 * SMALL / 72  # inches per line of SMALL text
+MAX_TICKS = 9  # per dimension; more block edges get every k-th
+
+
+def draw_panel(scene: Scene, rect, p: Placement, view: View, colors: MeshColors, title: str, *, compact: bool,
+               ticks: tuple = ((), ()), labels: tuple | None = None) -> None:
+    """One panel: the blocks of `view` in `rect`, its dimensions named, `title` above it.
+
+    Args:
+        rect: (left, bottom, width, height) of the blocks' area, in inches.
+        title: Written above the panel (the dimensions it does not draw; a variable's path).
+        compact: Small marks and labels (the many panels of `draw_model`).
+        ticks: (row ticks, column ticks): (position, label) pairs in tensor coordinates.
+        labels: (row label, column label); default: the dimensions' sizes and splits.
+    """
+    x, y, w, h = rect
+    rows = p.shape[view.row_dim] if view.row_dim is not None else 1
+    cols = p.shape[view.col_dim] if view.col_dim is not None else 1
+    for block in view.blocks:
+        r0, r1 = block.index[view.row_dim] if view.row_dim is not None else (0, 1)
+        c0, c1 = block.index[view.col_dim] if view.col_dim is not None else (0, 1)
+        box = (x + w * c0 / cols, y + h * (1 - r1 / rows), w * (c1 - c0) / cols, h * (r1 - r0) / rows)
+        draw_block(scene, p, block.devices, box, colors, compact=compact)
+    row_ticks, col_ticks = ticks
+    for position, label in col_ticks:
+        at = x + w * position / cols
+        scene.line((at, at), (y, y - 0.05), linewidth=0.8)
+        scene.text(at, y - 0.07, label, SMALL, va="top")
+    for position, label in row_ticks:
+        at = y + h * (1 - position / rows)
+        scene.line((x, x - 0.05), (at, at), linewidth=0.8)
+        scene.text(x - 0.07, at, label, SMALL, ha="right")
+    font = SMALL if compact else FONT
+    row_label, col_label = labels or (dim_label(p, view.row_dim) if view.row_dim is not None else "",
+                                      dim_label(p, view.col_dim))
+    scene.text(x + w / 2, y - 0.07 - (LINE if col_ticks else 0), col_label, font, va="top")
+    tick_width = max((text_size(label, SMALL)[0] for _, label in row_ticks), default=0.0)
+    scene.text(x - 0.09 - tick_width - (0.04 if row_ticks else 0), y + h / 2, row_label, font, rotation=90,
+               va="bottom")
+    scene.text(x, y + h + 0.06, title, SMALL, ha="left", va="bottom")
+
+
+def tick_labels(p: Placement, view: View, dim) -> list[tuple[int, str]]:
+    """(position, label) at the block edges along `dim`: where each shard starts, and the end."""
+    if dim is None or not p.shape:
+        return []
+    edges = sorted({e for block in view.blocks for e in block.index[dim]})
+    step = math.ceil(len(edges) / MAX_TICKS)
+    kept = edges[::step] if edges[::step][-1] == edges[-1] else edges[::step][:-1] + [edges[-1]]
+    return [(e, str(e)) for e in kept]
+
+
+def _left_room(p: Placement, view: View, row_ticks) -> float:
+    """Inches left of a panel for its row tick labels and row label."""
+    labels = max((text_size(label, SMALL)[0] for _, label in row_ticks), default=0.0)
+    return 0.1 + labels + 0.06 + 1.3 * FONT / 72 + 0.1
+
+
+def _ylabel(p: Placement, view: View, height: float) -> str:
+    if view.row_dim is None:
+        return ""
+    return wrap(dim_label(p, view.row_dim), chars_across(max(height, 1.8), FONT))
 
 
 def placement_title(p: Placement) -> str:
@@ -98,35 +182,6 @@ def panel_views(p: Placement) -> list[View]:
     for block in p.blocks:
         groups.setdefault(tuple(block.index[d] for d in others), []).append(block)
     return [View(row_dim, col_dim, dict(zip(others, key)), tuple(blocks)) for key, blocks in groups.items()]
-
-
-def draw_view(ax, p: Placement, view: View, colors: MeshColors, *, max_ratio: float, panel_inches: float,
-              compact: bool = False) -> None:
-    """One panel: the blocks of `view`, its axes named, the dimensions it does not draw named above it."""
-    rows = p.shape[view.row_dim] if view.row_dim is not None else 1
-    cols = p.shape[view.col_dim] if view.col_dim is not None else 1
-    ratio = view_ratio(p, view, max_ratio)
-    width = panel_inches
-    for block in view.blocks:
-        (r0, r1) = block.index[view.row_dim] if view.row_dim is not None else (0, 1)
-        (c0, c1) = block.index[view.col_dim] if view.col_dim is not None else (0, 1)
-        size = (width * (c1 - c0) / max(cols, 1), width * ratio * (r1 - r0) / max(rows, 1))
-        draw_block(ax, ax.transData, p, block.devices, (r0, r1, c0, c1), size, colors,
-                   compact=compact)
-    ax.set_xlim(0, max(cols, 1))
-    ax.set_ylim(max(rows, 1), 0)
-    ax.set_box_aspect(ratio)
-    font = SMALL if compact else FONT
-    ax.set_xlabel(dim_label(p, view.col_dim), fontsize=font)
-    ax.set_ylabel(dim_label(p, view.row_dim) if view.row_dim is not None else "", fontsize=font)
-    ax.tick_params(labelsize=SMALL)
-    if compact or view.row_dim is None:
-        ax.set_yticks([])
-    if compact:
-        ax.set_xticks([])
-    notes = undrawn(p, view)
-    if notes and not compact:
-        ax.set_title(notes, fontsize=SMALL, loc="left")
 
 
 def undrawn(p: Placement, view: View) -> str:

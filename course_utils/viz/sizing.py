@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 
 from course_utils.sizing import FitReport
 from course_utils.viz.figures import FONT, SMALL
-from course_utils.viz.model import HATCHES
+from course_utils.viz.bars import HATCHES
 from course_utils.viz.palette import MEMORY_COLORS
 
 LINE_STYLES = ("--", ":", "-.")

@@ -1,4 +1,4 @@
-"""The base of every explorer: controls, a status line, a PNG drawing that follows them."""
+"""The base of every explorer: controls, a status line, an SVG drawing that follows them."""
 
 from __future__ import annotations
 
@@ -7,24 +7,22 @@ import html
 from collections.abc import Sequence
 
 import ipywidgets as widgets
-from matplotlib.figure import Figure
-
 from course_utils.devices import course_devices
 from course_utils.mesh import mesh_shapes
-from course_utils.viz.figures import figure_png
+from course_utils.viz.canvas import Scene, to_svg
 
-DPI = 80  # low enough to redraw in well under 150 ms, sharp enough to read
+PX_PER_INCH = 80  # the drawings' size on screen; SVG stays sharp when zoomed or projected
 AXIS_NAMES = {1: ("data",), 2: ("data", "model"), 3: ("host", "data", "model")}
 
 
-def render_png(fig: Figure, *, dpi: int = DPI) -> bytes:
-    """Renders a Figure to PNG bytes at the explorers' resolution, then clears it so nothing lingers."""
-    return figure_png(fig, dpi=dpi, tight=False, release=True, compress_level=1)
+def render(scene: Scene) -> bytes:
+    """A drawing's scene as SVG bytes for an explorer's `Image` (the browser draws it, in milliseconds)."""
+    return to_svg(scene, px_per_inch=PX_PER_INCH).encode()
 
 
 def picture() -> widgets.Image:
-    """An empty PNG `Image` widget shown at its own size (not stretched to the output's width)."""
-    return widgets.Image(format="png", layout=widgets.Layout(align_self="flex-start", max_width="100%"))
+    """An empty SVG `Image` widget shown at its own size (not stretched to the output's width)."""
+    return widgets.Image(format="svg+xml", layout=widgets.Layout(align_self="flex-start", max_width="100%"))
 
 
 class Explorer(widgets.VBox):
@@ -33,7 +31,7 @@ class Explorer(widgets.VBox):
     Attributes:
         message: Why the current choice is impossible ("" when it is fine).
         status: The `HTML` widget showing the state or the message.
-        image: The `Image` widget holding the current drawing as PNG.
+        image: The `Image` widget holding the current drawing as SVG.
     """
 
     def __init__(self, title: str, controls: Sequence[widgets.Widget], watched: Sequence[widgets.Widget]):

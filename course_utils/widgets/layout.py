@@ -7,8 +7,8 @@ import html
 import ipywidgets as widgets
 
 from course_utils.placements import Placement, layout_errors, planned_placement
-from course_utils.viz import draw_placement
-from course_utils.widgets.base import Explorer, render_png
+from course_utils.viz.placement import placement_scene
+from course_utils.widgets.base import Explorer, render
 
 
 class LayoutExplorer(Explorer):
@@ -44,7 +44,7 @@ class LayoutExplorer(Explorer):
         if errors:
             raise ValueError(f"TensorLayout({axes}) on shape {shape}:\n" + "\n".join(errors))
         p = planned_placement(shape, TensorLayout(axes, self.mesh), dtype=self.dtype, name="tensor")
-        self.image.value = render_png(draw_placement(p))
+        self.image.value = render(placement_scene(p))
         self.placement = p
         return _placement_status(p, axes)
 

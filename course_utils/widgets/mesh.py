@@ -7,8 +7,8 @@ import html
 import ipywidgets as widgets
 
 from course_utils.mesh import describe_mesh, make_mesh, mesh_shapes
-from course_utils.viz import draw_mesh
-from course_utils.widgets.base import AXIS_NAMES, Explorer, render_png, shape_options, squarest
+from course_utils.viz.mesh import mesh_scene
+from course_utils.widgets.base import AXIS_NAMES, Explorer, render, shape_options, squarest
 
 
 class MeshExplorer(Explorer):
@@ -45,7 +45,7 @@ class MeshExplorer(Explorer):
     def _update(self) -> str:
         names = tuple(n.strip() for n in self.axis_names.value.split(",") if n.strip())
         mesh = make_mesh(self.shape.value, names)
-        self.image.value = render_png(draw_mesh(mesh))
+        self.image.value = render(mesh_scene(mesh))
         self.mesh, self.table = mesh, describe_mesh(mesh)
         sizes = ", ".join(f"'{a}' = {s}" for a, s in zip(mesh.axis_names, mesh.shape))
         return (f"<code>make_mesh({tuple(mesh.shape)}, {tuple(mesh.axis_names)})</code>: "

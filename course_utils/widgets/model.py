@@ -21,8 +21,8 @@ from course_utils.keras_internals import layout_map_of
 from course_utils.layout import UNMATCHED, LayoutReport, LayoutRow, check_layout_map, make_layout_map
 from course_utils.mesh import make_mesh, mesh_shapes
 from course_utils.placements import planned_placement
-from course_utils.viz import draw_model
-from course_utils.widgets.base import Explorer, render_png, shape_options, squarest
+from course_utils.viz.model import model_scene
+from course_utils.widgets.base import Explorer, render, shape_options, squarest
 
 PANELS = 6  # the largest weights are drawn (the table below lists every variable)
 
@@ -34,7 +34,7 @@ class _View:
     distribution: object
     report: LayoutReport
     memory: MemoryReport
-    png: bytes
+    picture: bytes  # SVG
 
 
 class ModelExplorer(Explorer):
@@ -81,7 +81,7 @@ class ModelExplorer(Explorer):
         if key not in self.views:
             self.views[key] = self._compute()
         view = self.views[key]
-        self.image.value = view.png
+        self.image.value = view.picture
         self.table.value = view.report._repr_html_()
         self.distribution, self.report, self.memory = view.distribution, view.report, view.memory
         return (f"{html.escape(view.report.title)}: largest device total <b>{view.memory.max_total:,}</b> "
@@ -97,8 +97,8 @@ class ModelExplorer(Explorer):
             raise ValueError("\n".join(p.message for p in problems))
         report = planned_report(self.model, self.optimizer_variables, dist)
         memory = planned_memory(self.model, report)
-        figure = draw_model(largest_weights(report, len(self.model.variables)), memory=memory)
-        return _View(dist, report, memory, render_png(figure))
+        scene = model_scene(largest_weights(report, len(self.model.variables)), memory=memory)
+        return _View(dist, report, memory, render(scene))
 
     def _clear_state(self) -> None:
         self.distribution = self.report = self.memory = None

@@ -18,6 +18,7 @@ from course_utils.models import transformer_block, transformer_rules
 from course_utils.placements import Block, Placement
 from course_utils.viz import (BLOCK_GID, DEVICE_COLORS, draw_batch_split, draw_memory, draw_mesh, draw_model,
                               draw_placement, figure_png, projected_sizes)
+from course_utils.viz.bars import BAR_GID
 from course_utils.viz.blocks import COPIES_GID, LIT_GID, UNLIT_GID
 from course_utils.viz.figures import MIN_PROJECTED_PT
 
@@ -115,8 +116,11 @@ def test_draw_model_takes_a_report_and_pages_instead_of_shrinking():
     first, second = draw_model(report, per_page=12), draw_model(report, per_page=12, page=1)
     assert "page 1 of 2" in first.texts[0].get_text() and "draw_model(..., page=1)" in first.texts[0].get_text()
     assert first.get_size_inches()[0] <= 13.0
-    totals = [bar.get_height() for bar in first.axes[-1].patches]
-    assert totals == [report.bytes_per_device[f"cpu:{i}"] for i in range(8)]
+    heights = np.array([bar.get_height() for bar in marks(first, BAR_GID)])
+    totals = np.array([report.bytes_per_device[f"cpu:{i}"] for i in range(8)])
+    np.testing.assert_allclose(heights / heights.max(), totals / totals.max())  # bar i is device i's bytes
+    assert [to_hex(bar.get_facecolor()) for bar in marks(first, BAR_GID)] == list(DEVICE_COLORS)
+    assert f"largest: {totals.max():,}" in texts(first)
     assert "variables 13-18 of 18" in second.texts[0].get_text()
     with pytest.raises(ValueError, match="page=0 to 1"):
         draw_model(report, page=2)
@@ -210,8 +214,11 @@ def test_draw_batch_split_and_memory():
     memory = memory_report(built_under(mlp(), mp), mp)
     fig = draw_memory(memory)
     assert_projected_legibly(fig)
-    bars = fig.axes[0].patches
+    bars = marks(fig, BAR_GID)
     assert len(bars) == 3 * 8 and {b.get_hatch() or "" for b in bars} == {"", "//", ".."}
+    weights = np.array([b.get_height() for b in bars[0::3]])  # each device: weights, gradients, optimizer
+    expected = np.array([r.weights for r in memory.rows])
+    np.testing.assert_allclose(weights / weights.max(), expected / expected.max())
 
 
 def test_figures_render_to_png_for_notebooks():

@@ -9,7 +9,7 @@ from course_utils.models import mlp, mlp_rules, transformer_block, transformer_r
 from course_utils.widgets.model import built_under
 from course_utils.widgets import layout_explorer, mesh_explorer, model_explorer
 
-PNG = b"\x89PNG"
+SVG = b"<svg "
 
 
 def test_mesh_explorer_offers_every_valid_shape_and_draws_the_real_mesh():
@@ -19,7 +19,7 @@ def test_mesh_explorer_offers_every_valid_shape_and_draws_the_real_mesh():
     assert explorer.mesh.shape == (4, 2) and explorer.message == ""
     assert (explorer.mesh.devices == make_mesh((4, 2), ("data", "model")).devices).all()
     assert explorer.table.device_at(1, 0) == explorer.mesh.devices[1, 0]
-    assert bytes(explorer.image.value).startswith(PNG)
+    assert bytes(explorer.image.value).startswith(SVG)
 
 
 def test_mesh_explorer_switches_between_one_two_and_three_axes():
@@ -110,7 +110,7 @@ def test_model_explorer_replicated_preset_is_data_parallel():
         assert (row.weights, row.gradients) == (weights, weights)
         assert row.optimizer == 2 * weights + 8  # momentum, velocity; iteration and learning rate
     assert all(set(r.axes) <= {None} for r in explorer.report.rows)
-    assert bytes(explorer.image.value).startswith(PNG) and explorer.table.value.startswith("<table>")
+    assert bytes(explorer.image.value).startswith(SVG) and explorer.table.value.startswith("<table>")
 
 
 def test_model_explorer_rebinds_a_layout_map_to_each_mesh():
@@ -155,7 +155,7 @@ def _real_memory_of(model, distribution):
 
 def test_model_explorer_draws_the_largest_weights_with_memory():
     explorer = model_explorer(transformer_block(), transformer_rules())
-    assert bytes(explorer.image.value).startswith(PNG)
+    assert bytes(explorer.image.value).startswith(SVG)
     from course_utils.widgets.model import PANELS, largest_weights
     shown = largest_weights(explorer.report, len(explorer.model.variables))
     assert len(shown.rows) == PANELS

@@ -1,0 +1,72 @@
+"""Bars per device drawn on a `Scene`: the bytes each device holds, or its training memory by kind.
+
+Each bar is one device, named under it and coloured as the device (bytes)
+or stacked by kind with colour and hatching (memory), so the chart reads in
+grey and for every colour vision. The y axis has a few round ticks.
+"""
+
+from __future__ import annotations
+
+import math
+
+from matplotlib.ticker import MaxNLocator
+
+from course_utils.costs import MemoryReport
+from course_utils.viz.canvas import Scene, text_size
+from course_utils.viz.figures import FONT, SMALL
+from course_utils.viz.palette import MEMORY_COLORS
+
+HATCHES = {"weights": "", "gradients": "//", "optimizer": ".."}
+BAR_GID = "bar"  # every bar segment, for tests; its kind is in `Box.hatch` and its colour
+MAX_LABELS = 16  # device names under the bars; more devices get every k-th
+
+
+def bytes_bars(scene: Scene, rect, totals: dict[str, int], colors, *, title: str) -> None:
+    """One bar per device, `totals[device]` bytes high, in the device's colour (`colors[device]`)."""
+    stacks = {device: [(total, colors[device], "")] for device, total in totals.items()}
+    _bars(scene, rect, stacks, title=title, ylabel="bytes", edge="black")
+
+
+def memory_bars(scene: Scene, rect, memory: MemoryReport, *, legend: bool = True) -> None:
+    """Stacked bars per device: weights, gradients, optimizer state; a legend names each kind at the right."""
+    stacks = {r.device: [(getattr(r, kind), color, HATCHES[kind]) for kind, color in MEMORY_COLORS.items()]
+              for r in memory.rows}
+    x, y, w, h = rect
+    room = 1.2 if legend else 0.0
+    _bars(scene, (x, y, w - room, h), stacks, title=f"Training memory per device (largest: {memory.max_total:,} "
+          "bytes)", ylabel="bytes per device", edge="white")
+    if legend:
+        for k, (kind, color) in enumerate(MEMORY_COLORS.items()):
+            at = y + h - 0.25 - 0.22 * k
+            scene.box(x + w - room + 0.15, at, 0.28, 0.16, face=color, edge="white", linewidth=0.5,
+                      hatch=HATCHES[kind], z=2)
+            scene.text(x + w - room + 0.5, at + 0.08, kind, SMALL, ha="left")
+
+
+def _bars(scene: Scene, rect, stacks: dict[str, list], *, title: str, ylabel: str, edge: str) -> None:
+    """Bars of stacked (value, colour, hatch) segments in `rect` (inches), with axes, ticks and names."""
+    x, y, w, h = rect
+    totals = [sum(v for v, _, _ in segments) for segments in stacks.values()]
+    ticks = [t for t in MaxNLocator(nbins=4, integer=True).tick_values(0, max(max(totals), 1)) if t >= 0]
+    top = max(ticks[-1], max(totals), 1)
+    labels = [f"{int(t):,}" for t in ticks]
+    left = max(text_size(label, SMALL)[0] for label in labels) + 0.1 + 1.3 * SMALL / 72 + 0.1
+    x0, w0 = x + left, w - left
+    y0, h0 = y + 0.3, h - 0.3 - 1.3 * FONT / 72 - 0.1
+    slot = w0 / len(stacks)
+    step = math.ceil(len(stacks) / MAX_LABELS)
+    for i, (device, segments) in enumerate(stacks.items()):
+        bottom = 0
+        for value, color, hatch in segments:
+            scene.box(x0 + (i + 0.1) * slot, y0 + h0 * bottom / top, 0.8 * slot, h0 * value / top, face=color,
+                      edge=edge, linewidth=0.5, hatch=hatch, gid=BAR_GID, z=2)
+            bottom += value
+        if i % step == 0:
+            scene.text(x0 + (i + 0.5) * slot, y0 - 0.06, device, SMALL, va="top")
+    for tick, label in zip(ticks, labels):
+        at = y0 + h0 * tick / top
+        scene.line((x0 - 0.05, x0), (at, at), linewidth=0.8)
+        scene.text(x0 - 0.08, at, label, SMALL, ha="right")
+    scene.line((x0, x0, x0 + w0), (y0 + h0, y0, y0), linewidth=0.8)
+    scene.text(x + 0.02, y0 + h0 / 2, ylabel, SMALL, rotation=90, va="top")
+    scene.text(x0 + w0 / 2, y0 + h0 + 0.08, title, FONT, va="bottom")
