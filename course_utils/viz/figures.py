@@ -17,24 +17,16 @@ SMALL = 9
 MAX_WIDTH = 13.0  # inches: at SMALL pt, text stays >= 9 pt when the figure is shown 1280 px wide
 
 
-def figure_png(fig: Figure, *, dpi: int = 100, tight: bool = True, release: bool = False,
-               compress_level: int = 6) -> bytes:
+def figure_png(fig: Figure, *, dpi: int = 100, tight: bool = True) -> bytes:
     """Renders a Figure to PNG bytes.
 
     Args:
         fig: The figure.
         dpi: Pixels per inch.
-        tight: Crop to the drawn content (one more layout pass: slower).
-        release: Clear the figure afterwards, so nothing lingers (explorers redraw often).
-        compress_level: zlib level of the PNG, 1 (fast, larger) to 9.
+        tight: Crop to the drawn content, with 0.1 in of padding.
     """
     buffer = io.BytesIO()
-    try:
-        fig.savefig(buffer, format="png", dpi=dpi, pil_kwargs={"compress_level": compress_level},
-                    **({"bbox_inches": "tight"} if tight else {}))
-    finally:
-        if release:
-            fig.clear()
+    fig.savefig(buffer, format="png", dpi=dpi, **({"bbox_inches": "tight"} if tight else {}))
     return buffer.getvalue()
 
 

@@ -21,6 +21,9 @@ from course_utils.viz.canvas import Scene, text_size, to_figure
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
 from course_utils.viz.palette import MeshColors, mesh_colors
 
+LINE = 1.3 * SMALL / 72  # inches per line of SMALL text
+MAX_TICKS = 9  # per dimension; more block edges get every k-th
+
 
 @dataclass(frozen=True)
 class View:
@@ -80,10 +83,6 @@ def placement_scene(x, *, title: str | None = None, max_ratio: float = 6.0) -> S
         draw_panel(scene, (x0, y0, panel, h), p, view, colors, note, compact=False,
                    ticks=(row_ticks, col_ticks), labels=(_ylabel(p, view, h), xlabel))
     return scene
-
-
-LINE = 1.3 * SMALL / 72  # inches per line of SMALL text
-MAX_TICKS = 9  # per dimension; more block edges get every k-th
 
 
 def draw_panel(scene: Scene, rect, p: Placement, view: View, colors: MeshColors, title: str, *, compact: bool,

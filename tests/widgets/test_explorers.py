@@ -55,6 +55,9 @@ def test_layout_explorer_shows_the_planned_placement():
     assert len(explorer.placement.blocks) == 4 and explorer.placement.replication == 2
     assert explorer.placement.bytes_per_device == expected.bytes_per_device
     assert "512" in explorer.status.value and "(16, 8)" in explorer.status.value
+    drawing = bytes(explorer.image.value).decode()
+    assert drawing.count(">2 copies<") == 4 and ">cpu:0, cpu:4<" in drawing  # the SVG is the new placement
+    assert ">dim 1: 32, split over &#x27;model&#x27; in 4<" in drawing
 
 
 def test_layout_explorer_changes_with_the_tensor_shape():
