@@ -45,21 +45,23 @@ class LayoutRow:
     shard_shape: tuple[int, ...]
     bytes_per_device: int
     placement: Placement
-    as_planned: bool
+    as_planned: bool | None  # None: no array exists, the row was planned from shapes
 
 
 class LayoutReport(Table):
     """One row per variable: path, shape, the rule that matched, the result.
 
     The last column says whether the real array already lives as planned; "NO"
-    means the variable was created outside the distribution's scope.
+    means the variable was created outside the distribution's scope, and "no
+    array" that the row was planned from shapes (nothing was built).
     """
 
     columns = ("path", "shape", "dtype", "rule", "axes", "shard shape", "bytes/device", "array as planned")
 
     def cells(self, row: LayoutRow) -> list[str]:
+        planned = {True: "yes", False: "NO", None: "no array"}[row.as_planned]
         return [row.path, str(row.shape), row.dtype, row.rule, str(row.axes),
-                str(row.shard_shape), f"{row.bytes_per_device:,}", "yes" if row.as_planned else "NO"]
+                str(row.shard_shape), f"{row.bytes_per_device:,}", planned]
 
     def row(self, path: str) -> LayoutRow:
         """The row of the variable whose path is `path`."""
@@ -123,7 +125,7 @@ def explain_layout(model, distribution) -> LayoutReport:
             bytes_per_device=max(planned.bytes_per_device.values()), placement=planned,
             as_planned=placement(variable, name=variable.path) == planned,
         ))
-    misplaced = sum(not r.as_planned for r in rows)
+    misplaced = sum(r.as_planned is False for r in rows)
     warning = (f" - {misplaced} array(s) NOT laid out as planned: build the model inside distribution.scope()"
                if misplaced else "")
     title = f"{type(distribution).__name__} on mesh {tuple(distribution.device_mesh.shape)} {tuple(distribution.device_mesh.axis_names)}{warning}"

@@ -157,7 +157,7 @@ def _row(variable, layout, rule: str) -> LayoutRow:
     return LayoutRow(path=variable.path, shape=shape, dtype=str(variable.dtype), rule=rule,
                      axes=tuple(layout.axes), shard_shape=planned.shard_shape,
                      bytes_per_device=max(planned.bytes_per_device.values()), placement=planned,
-                     as_planned=True)
+                     as_planned=None)
 
 
 def _rule(layout_map, path: str) -> str:

@@ -159,6 +159,8 @@ def _real_memory_of(model, distribution):
 def test_model_explorer_draws_the_largest_weights_with_memory():
     explorer = model_explorer(transformer_block(), transformer_rules())
     assert bytes(explorer.image.value).startswith(SVG)
+    assert all(row.as_planned is None for row in explorer.report.rows)  # planned: no arrays to compare
+    assert "no array" in explorer.table.value and ">yes<" not in explorer.table.value
     from course_utils.widgets.model import PANELS, largest_weights
     shown = largest_weights(explorer.report, len(explorer.model.variables))
     assert len(shown.rows) == PANELS
