@@ -71,7 +71,7 @@ def placement_scene(x, *, title: str | None = None, max_ratio: float = 6.0) -> S
     below = LINE + 0.12 + max(text_size(t, FONT)[1] for t in xlabels)
     row_height = above + panel * ratio + below + 0.25
     top, bottom = text_size(heading, FONT + 1)[1] + 0.25, text_size(caption, SMALL)[1] + 0.2
-    scene = Scene(width, top + rows * row_height + bottom)
+    scene = Scene(width, top + rows * row_height - 0.2 + bottom)  # no gap after the last row
     scene.text(width / 2, scene.height - 0.12, heading, FONT + 1, va="top")
     scene.text(width / 2, 0.1, caption, SMALL, va="bottom")
     used = cols * (left + panel + 0.25)
