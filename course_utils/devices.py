@@ -98,7 +98,7 @@ def setup_devices(n: int = 8, *, platform: str = "auto", quick_compile: bool = F
     import jax
 
     if quick_compile:
-        _ask_for_quick_cpu_compiles(platform)
+        ask_for_quick_compiles(platform)
     started = not _try_config(jax, "jax_num_cpu_devices", n)
     if platform == "cpu" and not started:
         _try_config(jax, "jax_platforms", "cpu")
@@ -123,8 +123,13 @@ QUICK_ANY_FLAGS = ("--xla_backend_optimization_level=0",)
 _ACCELERATOR_PLUGINS = ("jax-cuda12-plugin", "jax-cuda13-plugin", "jax-rocm60-plugin", "libtpu")
 
 
-def _ask_for_quick_cpu_compiles(platform: str) -> None:
-    """Adds the quick-compile flags to XLA_FLAGS, which XLA reads when JAX's backends start."""
+def ask_for_quick_compiles(platform: str = "auto") -> None:
+    """Adds the quick-compile flags to XLA_FLAGS, which XLA reads when JAX's backends start.
+
+    The CPU flags always; the one that lowers optimisation for every backend
+    only where no accelerator can be (`platform="cpu"`, or no accelerator
+    plugin installed).
+    """
     from importlib import metadata
 
     def installed(name: str) -> bool:

@@ -54,3 +54,20 @@ def test_ownership_of_a_2x4_mesh():
     assert process_ownership((4, 2), processes=2).owner == ((0, 0), (0, 0), (1, 1), (1, 1))
     with pytest.raises(ValueError, match="do not split over 3 processes"):
         process_ownership((2, 4), processes=3)
+
+
+def test_setup_process_can_ask_for_quick_compiles():
+    import os
+    import subprocess
+    import sys
+
+    code = ("import os\n"
+            "from course_utils.multiprocess import setup_process\n"
+            "setup = setup_process(4, quick_compile=True)\n"
+            "print(os.environ['XLA_FLAGS'])\n"
+            "print(len(setup.global_devices), setup.process_count)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KERAS_DISTRIBUTION", "COURSE_DEVICES"))}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**env, "XLA_FLAGS": ""}).stdout.splitlines()
+    assert {"--xla_cpu_use_fusion_emitters=false", "--xla_llvm_disable_expensive_passes=true"} <= set(out[0].split())
+    assert out[1] == "4 1"
