@@ -27,8 +27,8 @@ _EXPORTS = {
     "course_utils.checkpoints": ("load_checkpoint", "save_checkpoint"),
     "course_utils.costs": ("CommunicationReport", "MemoryReport", "communication_report", "memory_report"),
     "course_utils.devices": ("DeviceSetup", "DeviceSetupError", "current_setup", "setup_devices"),
-    "course_utils.layout": ("LayoutMapError", "LayoutReport", "Problem", "check_layout_map", "explain_layout",
-                            "make_layout_map"),
+    "course_utils.layout": ("LayoutReport", "explain_layout", "make_layout_map"),
+    "course_utils.layout_checks": ("LayoutMapError", "Problem", "check_layout_map"),
     "course_utils.mesh": ("describe_mesh", "make_mesh", "mesh_shapes"),
     "course_utils.placements": ("Block", "Placement", "placement", "planned_placement", "shard_of"),
     "course_utils.sizing": ("FitReport", "PRESETS", "abstract_model", "planned_memory", "training_memory",
@@ -45,7 +45,7 @@ _EXPORTS = {
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("checkpoints", "collectives", "costs", "course", "devices", "hlo", "keras_internals", "layer_outputs",
-               "layout", "mesh", "models", "multiprocess", "placements", "sizing", "train", "viz", "widgets")
+               "layout", "layout_checks", "mesh", "models", "multiprocess", "placements", "sizing", "train", "viz", "widgets")
 
 __all__ = sorted(_HOME)
 

@@ -1,18 +1,17 @@
-"""Explaining and checking LayoutMaps against a real model.
+"""Explaining LayoutMaps on a real model: which rule gave each variable which layout.
 
 Which rule a variable matched is Keras's answer (`LayoutMap` lookup and
 `distribution.get_variable_layout`); this module only reports it.
+`layout_checks` finds what would go wrong with a map before training.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from course_utils._table import Table
-from course_utils.keras_internals import all_layers, layout_map_of
-from course_utils.layer_outputs import layer_outputs
-from course_utils.placements import Placement, layout_errors, placement, planned_placement
+from course_utils.keras_internals import layout_map_of
+from course_utils.placements import Placement, placement, planned_placement
 
 UNMATCHED = "replicated: no rule matched"
 
@@ -97,11 +96,11 @@ def explain_layout(model, distribution) -> LayoutReport:
             f"distribution={distribution!r}. Pass a keras.distribution.DataParallel or ModelParallel "
             f"(the one in use now is keras.distribution.distribution())."
         )
-    variables = _model_variables(model)
+    variables = model_variables(model)
     optimizer = getattr(model, "optimizer", None)
     owners = {}
     if optimizer is not None and optimizer.built:
-        owners = _optimizer_owners(optimizer.variables, variables)
+        owners = optimizer_owners(optimizer.variables, variables)
         variables = variables + list(optimizer.variables)
     layout_map = layout_map_of(distribution)
     rows = []
@@ -113,7 +112,7 @@ def explain_layout(model, distribution) -> LayoutReport:
             rule = f"follows {owners[variable.path]}"
         else:
             layout = distribution.get_variable_layout(variable)
-            rule = _matched_rule(layout_map, variable.path)
+            rule = matched_rule(layout_map, variable.path)
         planned = planned_placement(tuple(variable.shape), layout, dtype=variable.dtype, name=variable.path)
         axes = tuple(layout.axes)
         if len(axes) < len(variable.shape):  # valid: JAX leaves the trailing dimensions whole
@@ -132,7 +131,8 @@ def explain_layout(model, distribution) -> LayoutReport:
     return LayoutReport(rows, title=title)
 
 
-def _model_variables(model) -> list:
+def model_variables(model) -> list:
+    """The model's variables; a clear error when it is not built yet."""
     variables = list(model.variables)
     if not variables:
         raise ValueError(
@@ -142,7 +142,8 @@ def _model_variables(model) -> list:
     return variables
 
 
-def _matched_rule(layout_map, path: str) -> str:
+def matched_rule(layout_map, path: str) -> str:
+    """The key Keras's own lookup picks for `path`; `UNMATCHED` when none does (None: DataParallel)."""
     if layout_map is None:
         return "replicated: DataParallel"
     found = layout_map[path]  # Keras's own lookup; raises on two matching keys
@@ -151,7 +152,7 @@ def _matched_rule(layout_map, path: str) -> str:
     return next(key for key, value in layout_map.items() if value is found)
 
 
-def _optimizer_owners(optimizer_variables, model_variables) -> dict[str, str]:
+def optimizer_owners(optimizer_variables, model_variables) -> dict[str, str]:
     """Optimizer variable path -> path of the weight it was created from.
 
     Keras names a slot variable `<weight path with '/' as '_'>_<slot>`.
@@ -163,170 +164,3 @@ def _optimizer_owners(optimizer_variables, model_variables) -> dict[str, str]:
         if owner is not None:
             owners[ov.path] = owner
     return owners
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a LayoutMap, and how to fix it."""
-
-    kind: str
-    key: str | None
-    path: str | None
-    message: str
-
-    def __str__(self) -> str:
-        return self.message
-
-
-class LayoutMapError(ValueError):
-    """A LayoutMap has problems (raised by `check_layout_map(strict=True)`)."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        lines = "\n".join(f"- {p.message}" for p in problems)
-        super().__init__(f"The LayoutMap has {len(problems)} problem(s):\n{lines}")
-
-
-def check_layout_map(layout_map, model, *, strict: bool = False, inputs=None) -> list[Problem]:
-    """Finds what would go wrong with a LayoutMap before training starts.
-
-    Uses Keras's own lookup (`layout_map[path]`, `re.fullmatch`) on every
-    variable path and on every layer-output path Keras looks up during a call
-    ("<layer path>/output", weightless layers included; see `layer_outputs`).
-    Finds: keys that are not valid regular expressions; keys that match no
-    path; paths matched by two keys; axis names not in the mesh; layouts
-    with more entries than the tensor has dimensions (fewer is valid: JAX
-    pads with None); variable dimensions not divisible by their mesh axes.
-    Output sizes depend on the batch, so outputs are checked for rank and
-    axis names only, unless `inputs` gives a real batch.
-
-    Args:
-        layout_map: A `keras.distribution.LayoutMap`.
-        model: The built Keras model the map is for.
-        strict: Raise `LayoutMapError` instead of returning problems.
-        inputs: Optional inputs for one call (a batch or its shapes); by
-            default the model's symbolic inputs.
-
-    Returns:
-        A list of `Problem`s (empty when the map is sound).
-
-    Example:
-        >>> check_layout_map(GemmaBackbone.get_layout_map(mesh), backbone)
-        []
-    """
-    if isinstance(layout_map, dict) or not hasattr(layout_map, "device_mesh"):
-        raise TypeError(
-            f"check_layout_map needs a keras.distribution.LayoutMap. Received: {type(layout_map).__name__}"
-            f"{' ' + repr(list(layout_map)[:3]) if isinstance(layout_map, dict) else ''}. Build one with "
-            f"make_layout_map(mesh, rules) or LayoutMap(mesh) and layout_map[key] = axes."
-        )
-    variables = _model_variables(model)
-    problems, clean = _valid_keys(layout_map)
-    axis_sizes = dict(zip(layout_map.device_mesh.axis_names, layout_map.device_mesh.shape))
-    paths = [v.path for v in variables]
-    outputs = _outputs_to_check(clean, model, paths, inputs)
-    targets = paths + [o.path for o in outputs or ()]
-    problems += [_unmatched_key(key, variables, outputs is None) for key in clean
-                 if not any(key_matches(key, path) for path in targets)]
-    for variable in variables:
-        problems += _path_problems(clean, variable.path, [tuple(variable.shape)], axis_sizes, "variable")
-    seen = set()
-    for output in outputs or ():
-        if output.path not in seen:
-            seen.add(output.path)
-            shapes = [s if inputs is not None else (0,) * len(s) for s in output.shapes]
-            problems += _path_problems(clean, output.path, shapes, axis_sizes, "output")
-    if strict and problems:
-        raise LayoutMapError(problems)
-    return problems
-
-
-def _valid_keys(layout_map):
-    """Problems with keys Keras cannot use, and a LayoutMap of the keys it can."""
-    from keras.distribution import LayoutMap
-
-    problems, clean = [], LayoutMap(layout_map.device_mesh)
-    for key in layout_map:
-        if not isinstance(key, str):
-            problems.append(Problem("bad_key", str(key), None, (
-                f"Key {key!r} is a {type(key).__name__}; LayoutMap keys are regular expressions (str) "
-                f"matched against whole paths. Write it as a string, e.g. '.*d1/kernel'.")))
-            continue
-        try:
-            re.compile(key)
-        except re.error as error:
-            problems.append(Problem("bad_key", key, None, (
-                f"Key {key!r} is not a valid regular expression ({error}); Keras's lookup would raise "
-                f"re.error for every path. Escape special characters (re.escape) or fix the pattern.")))
-            continue
-        clean[key] = layout_map[key]
-    return problems, clean
-
-
-def _outputs_to_check(layout_map, model, paths, inputs):
-    """The looked-up output paths, traced only when some key may name an output (None: unknown).
-
-    A key that matches no variable, or matches "<layer path>/output" of a
-    built layer, needs the trace; maps of variable keys only (the usual
-    case) skip it.
-    """
-    candidates = [f"{layer.path}/output" for layer in all_layers(model) if layer.path] + [f"{model.name}/output"]
-    needed = inputs is not None or any(
-        not any(key_matches(key, p) for p in paths) or any(key_matches(key, c) for c in candidates)
-        for key in layout_map)
-    if not needed:
-        return []
-    try:
-        return layer_outputs(model, inputs)
-    except ValueError:  # no symbolic inputs to call the model with
-        return None
-
-
-def _path_problems(layout_map, path, shapes, axis_sizes, what) -> list[Problem]:
-    try:
-        layout = layout_map[path]  # Keras's own lookup
-    except ValueError:
-        keys = [k for k in layout_map if key_matches(k, path)]
-        return [Problem("two_keys", None, path, (
-            f"The {what} path {path!r} is matched by {len(keys)} keys {keys}; Keras refuses to choose. "
-            f"Make the keys specific enough that each path matches at most one."))]
-    if layout is None:
-        return []
-    key = _matched_rule(layout_map, path)
-    found = []
-    for shape in shapes:
-        for error in layout_errors(shape, layout.axes, axis_sizes):
-            size = f"shape {shape}" if any(shape) or not shape else f"rank {len(shape)}"
-            found.append(Problem("bad_layout", key, path, (
-                f"Key {key!r} gives the {what} {path!r} ({size}) the layout {tuple(layout.axes)}: {error}")))
-    return found
-
-
-def key_matches(key: str, path: str) -> bool:
-    """Asks Keras's own lookup whether `key` alone gives `path` a layout."""
-    from keras.distribution import LayoutMap, TensorLayout
-
-    probe = LayoutMap(None)
-    probe[key] = TensorLayout(())
-    return probe[path] is not None
-
-
-def _unmatched_key(key: str, variables, outputs_unknown: bool = False) -> Problem:
-    near = [v.path for v in variables if _searches(key, v.path)]
-    if near:
-        hint = (f"It appears inside {near[:3]}, but keys must match the whole path "
-                f"(re.fullmatch). Write '.*{key}' or the full path {near[0]!r}.")
-    else:
-        hint = f"Check the spelling against the paths: {[v.path for v in variables][:6]}."
-    what = "variable (layer outputs were not traced: the model has no symbolic inputs)" if outputs_unknown \
-        else "variable and no layer output"
-    return Problem("unmatched_key", key, None,
-                   f"Key {key!r} matches no {what}, so its layout is never used and "
-                   f"those weights stay replicated. {hint}")
-
-
-def _searches(key: str, path: str) -> bool:
-    try:
-        return re.search(key, path) is not None
-    except re.error:
-        return False

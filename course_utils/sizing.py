@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from course_utils._table import Table
 from course_utils.costs import DeviceMemory, MemoryReport
 from course_utils.keras_internals import forget_deferred
-from course_utils.layout import _optimizer_owners, make_layout_map
+from course_utils.layout import make_layout_map, optimizer_owners
 from course_utils.placements import planned_placement
 
 GIB = 2**30
@@ -141,7 +141,7 @@ def planned_memory(model, distribution, *, optimizer=None) -> MemoryReport:
     else:
         _build_shape_only(optimizer, model)
     per_weight = {v.path: _device_bytes(v, distribution) for v in model.weights}
-    owners = _optimizer_owners(optimizer.variables, model.weights)
+    owners = optimizer_owners(optimizer.variables, model.weights)
     slots = [per_weight[owners[v.path]] if v.path in owners else _device_bytes(v, distribution)
              for v in optimizer.variables]
     weights = _sum(per_weight.values())

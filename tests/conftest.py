@@ -54,3 +54,42 @@ def browser():
             yield instance
         finally:
             instance.close()
+
+
+def _two_dense_mlp(hidden=32):
+    import keras
+
+    keras.utils.set_random_seed(0)
+    return keras.Sequential(
+        [keras.Input((16,)), keras.layers.Dense(hidden, name="d1"), keras.layers.Dense(4, name="d2")],
+        name="mlp",
+    )
+
+
+def _megatron_map(mesh):
+    from keras import distribution
+
+    layout_map = distribution.LayoutMap(mesh)
+    layout_map[".*d1/kernel"] = (None, "model")
+    layout_map[".*d1/bias"] = ("model",)
+    layout_map[".*d2/kernel"] = ("model", None)
+    return layout_map
+
+
+@pytest.fixture
+def mlp():
+    """Builds the layout tests' Sequential MLP `mlp` (16 -> d1 -> d2 -> 4), seeded: `mlp(hidden=32)`."""
+    return _two_dense_mlp
+
+
+@pytest.fixture
+def good_map():
+    """A sound Megatron LayoutMap for `mlp` on a mesh: `good_map(mesh)`."""
+    return _megatron_map
+
+
+@pytest.fixture
+def mesh():
+    from course_utils import make_mesh
+
+    return make_mesh((2, 4), ("data", "model"))

@@ -18,7 +18,8 @@ import ipywidgets as widgets
 
 from course_utils.costs import DeviceMemory, MemoryReport
 from course_utils.keras_internals import layout_map_of
-from course_utils.layout import UNMATCHED, LayoutReport, LayoutRow, check_layout_map, make_layout_map
+from course_utils.layout import LayoutReport, LayoutRow, make_layout_map, matched_rule, optimizer_owners
+from course_utils.layout_checks import check_layout_map
 from course_utils.mesh import make_mesh, mesh_shapes
 from course_utils.placements import planned_placement
 from course_utils.viz.model import model_scene
@@ -137,13 +138,14 @@ def planned_report(model, optimizer_variables, distribution) -> LayoutReport:
     them; other optimizer variables are looked up by their own path.
     """
     layout_map = layout_map_of(distribution)
-    owners = sorted(((v.path.replace("/", "_") + "_", v) for v in model.trainable_variables),
-                    key=lambda pair: len(pair[0]), reverse=True)
-    rows = [_row(v, distribution.get_variable_layout(v), _rule(layout_map, v.path)) for v in model.variables]
+    owners = optimizer_owners(optimizer_variables, model.trainable_variables)
+    weights = {v.path: v for v in model.trainable_variables}
+    rows = [_row(v, distribution.get_variable_layout(v), matched_rule(layout_map, v.path)) for v in model.variables]
     for variable in optimizer_variables:
-        owner = next((w for prefix, w in owners if variable.name.startswith(prefix)), None)
+        owner = weights.get(owners.get(variable.path))
         if owner is None:
-            rows.append(_row(variable, distribution.get_variable_layout(variable), _rule(layout_map, variable.path)))
+            rows.append(_row(variable, distribution.get_variable_layout(variable),
+                             matched_rule(layout_map, variable.path)))
         else:
             rows.append(_row(variable, distribution.get_variable_layout(owner), f"follows {owner.path}"))
     mesh = distribution.device_mesh
@@ -158,16 +160,6 @@ def _row(variable, layout, rule: str) -> LayoutRow:
                      axes=tuple(layout.axes), shard_shape=planned.shard_shape,
                      bytes_per_device=max(planned.bytes_per_device.values()), placement=planned,
                      as_planned=None)
-
-
-def _rule(layout_map, path: str) -> str:
-    """The key Keras's own lookup picks for `path` (as `explain_layout` reports it)."""
-    if layout_map is None:
-        return "replicated: DataParallel"
-    found = layout_map[path]
-    if found is None:
-        return UNMATCHED
-    return next(key for key, value in layout_map.items() if value is found)
 
 
 def planned_memory(model, report: LayoutReport) -> MemoryReport:

@@ -103,7 +103,7 @@ def _regex_error(key) -> str | None:
 
 def _matches(key: str, path: str) -> bool:
     """Keras's own lookup: does `key` alone give `path` a layout?"""
-    from course_utils.layout import key_matches
+    from course_utils.layout_checks import key_matches
 
     return key_matches(key, path)
 
@@ -137,7 +137,7 @@ def key_for_d2_kernel(answer):
           form='a dict {key: axes} or a keras.distribution.LayoutMap')
 def fixed_layout_map(answer):
     """Runs check_layout_map and Keras's lookup on the lesson's MLP (d1, d2, d3)."""
-    from course_utils.layout import check_layout_map
+    from course_utils.layout_checks import check_layout_map
 
     rules = _as_rules(answer)
     for key in rules:
@@ -165,7 +165,7 @@ def fixed_layout_map(answer):
           form='a pair (key, axes), e.g. (".*name/kernel", (None, \'model\'))')
 def mlp_out_rule(answer):
     """Adds the learner's rule to the block's other rules and asks Keras where mlp_out lands."""
-    from course_utils.layout import check_layout_map
+    from course_utils.layout_checks import check_layout_map
 
     if not (isinstance(answer, (tuple, list)) and len(answer) == 2):
         return "Give a pair: (key, axes), e.g. ('.*some/kernel', ('model', None))."

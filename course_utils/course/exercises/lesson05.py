@@ -90,7 +90,8 @@ def shifted_megatron(answer):
     """Runs check_layout_map and explain_layout on the learner's LayoutMap and the real model."""
     from keras import distribution
 
-    from course_utils.layout import check_layout_map, explain_layout
+    from course_utils.layout import explain_layout
+    from course_utils.layout_checks import check_layout_map
 
     if not isinstance(answer, distribution.LayoutMap):
         return f"Build a keras.distribution.LayoutMap; this is a {type(answer).__name__}."
