@@ -11,6 +11,7 @@ numbers equal `memory_report` of the really built model, byte for byte
 
 Counted: weights, one gradient per trainable weight, the optimizer's state.
 Not counted: activations, which grow with batch size and sequence length.
+`fit.will_it_fit` puts models and meshes side by side against device sizes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from course_utils._table import Table
 from course_utils.costs import DeviceMemory, MemoryReport
 from course_utils.keras_internals import forget_deferred
 from course_utils.layout import make_layout_map, optimizer_owners
@@ -259,78 +259,3 @@ def training_memory(model, mesh_shape, *, config: dict | None = None, layout: st
     built = model if isinstance(model, keras.Model) else abstract_model(model, config, **overrides)
     mesh = make_mesh(mesh_shape, MESH_AXES)
     return planned_memory(built, layout_for(type(built), mesh, layout), optimizer=optimizer)
-
-
-@dataclass(frozen=True)
-class Fit:
-    """One model on one mesh: GiB per device, or why the layout cannot be used."""
-
-    model: str
-    mesh_shape: tuple[int, ...]
-    weights: float
-    gradients: float
-    optimizer: float
-    problem: str | None = None
-
-    @property
-    def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer
-
-    def fits(self, device_gib: float) -> bool:
-        return self.problem is None and self.total <= device_gib
-
-
-class FitReport(Table):
-    """GiB of training state per device (the fullest device), model by mesh, against device sizes."""
-
-    def __init__(self, rows, *, device_gib: tuple[float, ...], title: str):
-        super().__init__(rows, title=title)
-        self.device_gib = tuple(device_gib)
-        self.columns = ("model", "mesh (batch, model)", "weights", "gradients", "optimizer", "total GiB",
-                        *(f"fits {g:g} GiB" for g in self.device_gib))
-
-    def cells(self, row: Fit) -> list[str]:
-        if row.problem:
-            return [row.model, str(row.mesh_shape), "-", "-", "-", "cannot split",
-                    *("no" for _ in self.device_gib)]
-        return [row.model, str(row.mesh_shape), *(f"{v:.1f}" for v in (row.weights, row.gradients, row.optimizer)),
-                f"{row.total:.1f}", *("yes" if row.fits(g) else "no" for g in self.device_gib)]
-
-    def row(self, model: str, mesh_shape) -> Fit:
-        """The row of one model on one mesh."""
-        for r in self.rows:
-            if r.model == model and r.mesh_shape == tuple(mesh_shape):
-                return r
-        raise KeyError(f"No row for {model!r} on {tuple(mesh_shape)}.")
-
-
-def will_it_fit(models=tuple(PRESETS), mesh_shapes=((1, 8), (2, 4), (8, 1)), *, device_gib=(16, 80),
-                layout: str = "official", **overrides) -> FitReport:
-    """`training_memory` for every model on every mesh, in GiB, beside device sizes.
-
-    Args:
-        models: Preset names, or a dict of label -> backbone already built
-            (each is built once, shape-only, and reused for every mesh).
-        mesh_shapes: `(batch, model)` mesh shapes of the course's devices.
-        device_gib: Device memory sizes to compare with, in GiB.
-        layout: One of `LAYOUTS`.
-        **overrides: Config arguments to replace, e.g. `dtype="bfloat16"`.
-
-    A layout that cannot split some weight on a mesh (Gemma 2B has one
-    key/value head, and the official map splits heads over `model`) is
-    reported as a problem, not raised.
-    """
-    named = dict(models) if isinstance(models, dict) else {name: name for name in models}
-    rows = []
-    for name, model in named.items():
-        built = model if not isinstance(model, (str, Preset)) else abstract_model(model, **overrides)
-        for shape in mesh_shapes:
-            try:
-                fullest = max(training_memory(built, shape, layout=layout).rows, key=lambda r: r.total)
-            except ValueError as error:
-                rows.append(Fit(str(name), tuple(shape), 0.0, 0.0, 0.0, problem=str(error)))
-                continue
-            rows.append(Fit(str(name), tuple(shape), *(getattr(fullest, part) / GIB
-                                                      for part in ("weights", "gradients", "optimizer"))))
-    return FitReport(rows, device_gib=device_gib, title=(
-        f"Training state per device with Adam under the {layout} layout, GiB (activations not counted)"))

@@ -3,7 +3,7 @@
 from matplotlib.figure import Figure
 
 from course_utils import draw_fit
-from course_utils.sizing import Fit, FitReport
+from course_utils.fit import Fit, FitReport
 
 
 def _report():
