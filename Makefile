@@ -22,11 +22,12 @@ $(BIN)/.installed: requirements.txt requirements-nodeps.txt pyproject.toml
 
 $(BIN)/.test-installed: $(BIN)/.installed requirements-test.txt
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt
-	@# The browser test drives Debian's Chromium; install it when missing (sudo only when not root).
-	@test -x /usr/bin/chromium || { \
+	@# The browser test drives Debian's Chromium, which also prints the PDFs; install it when missing
+	@# (sudo only when not root), with a colour emoji font for the lessons' marks (⏳, ✅).
+	@{ test -x /usr/bin/chromium && test -f /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf; } || { \
 	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
-	  $$SUDO apt-get update && $$SUDO apt-get install -y chromium; } || \
-	  { echo "Could not install Chromium; tests/course/test_browser.py will fail. Install it with: apt-get install -y chromium"; exit 1; }
+	  $$SUDO apt-get update && $$SUDO apt-get install -y chromium fonts-noto-color-emoji; } || \
+	  { echo "Could not install Chromium; tests/course/test_browser.py will fail. Install it with: apt-get install -y chromium fonts-noto-color-emoji"; exit 1; }
 	touch $@
 
 # reveal.js's files for offline slide decks come inside the sphinx-revealjs wheel; only those
