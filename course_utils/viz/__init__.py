@@ -2,7 +2,8 @@
 
 Every function returns a `matplotlib.figure.Figure` and never shows it; the
 notebook decides. Figures are built without pyplot, so nothing accumulates in
-a global figure list. Colours come from `palette` (checked for colour-vision
+a global figure list. Meshes, placements and models are first laid out on a
+`canvas.Scene` (plain data, in inches), which the explorers show as SVG. Colours come from `palette` (checked for colour-vision
 deficiencies with `vision`): a device keeps one colour in every figure, and
 its name is always written too. Each figure says in words what its marks
 mean. Nothing in the teaching library imports this package.
