@@ -193,44 +193,60 @@ def expected_collectives(model, distribution, batch_shape, *, outputs=None) -> l
     """
     mesh = distribution.device_mesh
     sizes = dict(zip(mesh.axis_names, mesh.shape))
+    expected = _gradient_sums(model, distribution, sizes)
+    shapes = {o.layer: o.shapes[0] for o in outputs or () if o.shapes}
+    for layer, kernel, letters in _kernels(model, shapes):
+        expected += _kernel_collectives(model, distribution, sizes, layer, kernel, letters, shapes, batch_shape)
+    return expected
+
+
+def _gradient_sums(model, distribution, sizes) -> list[Collective]:
+    """One all-reduce over the batch axis of every weight's gradient that is not split over it."""
+    batch_axis = distribution.batch_dim_name
+    if sizes.get(batch_axis, 1) <= 1:
+        return []
+    gradient_bytes = sum(max(placement(v).bytes_per_device.values()) for v in model.trainable_variables
+                         if batch_axis not in _axes_used(distribution.get_variable_layout(v).axes))
+    if not gradient_bytes:
+        return []
+    return [Collective("all-reduce", (batch_axis,), 1, gradient_bytes,
+                       f"expected: every weight's gradient summed over '{batch_axis}'")]
+
+
+def _kernel_collectives(model, distribution, sizes, layer, kernel, letters, shapes, batch_shape) -> list[Collective]:
+    """The partial sums a split Dense or EinsumDense kernel makes its output and its input gradient combine."""
+    lhs, rhs, out = letters
     batch_axis = distribution.batch_dim_name
     batch_parts = sizes.get(batch_axis, 1)
-    expected, gradient_bytes = [], 0
-    if batch_parts > 1:
-        for variable in model.trainable_variables:
-            if batch_axis not in _axes_used(distribution.get_variable_layout(variable).axes):
-                gradient_bytes += max(placement(variable).bytes_per_device.values())
-        if gradient_bytes:
-            expected.append(Collective("all-reduce", (batch_axis,), 1, gradient_bytes,
-                                       f"expected: every weight's gradient summed over '{batch_axis}'"))
-    shapes = {o.layer: o.shapes[0] for o in outputs or () if o.shapes}
-    for layer, kernel, (lhs, rhs, out) in _kernels(model, shapes):
-        axes = dict(zip(rhs, tuple(distribution.get_variable_layout(kernel).axes) + (None,) * len(rhs)))
-        if batch_axis in _axes_used(axes.values()):
-            continue  # split over the batch axis: not modelled
-        size = dict(zip(rhs, kernel.shape))
-        if layer.path in shapes:
-            size.update(zip(out, shapes[layer.path]))
-        elif len(out) == 2:
-            size[out[0]] = batch_shape[0]
-        else:
-            continue
-        itemsize = np.dtype(kernel.dtype).itemsize
-        contracted = [c for c in rhs if c in lhs and c not in out]
-        produced = [c for c in rhs if c in out]
+    axes = dict(zip(rhs, tuple(distribution.get_variable_layout(kernel).axes) + (None,) * len(rhs)))
+    if batch_axis in _axes_used(axes.values()):
+        return []  # split over the batch axis: not modelled
+    size = dict(zip(rhs, kernel.shape))
+    if layer.path in shapes:
+        size.update(zip(out, shapes[layer.path]))
+    elif len(out) == 2:
+        size[out[0]] = batch_shape[0]
+    else:
+        return []
+    itemsize = np.dtype(kernel.dtype).itemsize
+    contracted = [c for c in rhs if c in lhs and c not in out]
+    produced = [c for c in rhs if c in out]
 
-        def per_device(letters, divided_by):
-            parts = math.prod(sizes[a] for c in divided_by for a in _axes_used([axes[c]]))
-            return math.prod(size[c] for c in letters) * itemsize // batch_parts // parts
+    def per_device(dims, divided_by):
+        parts = math.prod(sizes[a] for c in divided_by for a in _axes_used([axes[c]]))
+        return math.prod(size[c] for c in dims) * itemsize // batch_parts // parts
 
-        for axis in dict.fromkeys(a for c in contracted for a in _axes_used([axes[c]]) if sizes[a] > 1):
-            expected.append(Collective("all-reduce", (axis,), 1, per_device(out, produced),
-                                       f"expected: partial sums of {layer.path}'s output combined over '{axis}'"))
-        if not _takes_model_input(model, layer):
-            for axis in dict.fromkeys(a for c in produced for a in _axes_used([axes[c]]) if sizes[a] > 1):
-                expected.append(Collective("all-reduce", (axis,), 1, per_device(lhs, contracted),
-                                           f"expected: {layer.path}'s input gradient combined over '{axis}'"))
-    return expected
+    def split_axes(dims):
+        return dict.fromkeys(a for c in dims for a in _axes_used([axes[c]]) if sizes[a] > 1)
+
+    found = [Collective("all-reduce", (axis,), 1, per_device(out, produced),
+                        f"expected: partial sums of {layer.path}'s output combined over '{axis}'")
+             for axis in split_axes(contracted)]
+    if not _takes_model_input(model, layer):
+        found += [Collective("all-reduce", (axis,), 1, per_device(lhs, contracted),
+                             f"expected: {layer.path}'s input gradient combined over '{axis}'")
+                  for axis in split_axes(produced)]
+    return found
 
 
 def not_modelled(model, distribution) -> list[str]:
