@@ -12,7 +12,7 @@ import math
 from matplotlib.ticker import MaxNLocator
 
 from course_utils.costs import MemoryReport
-from course_utils.viz.canvas import Scene, text_size
+from course_utils.viz.canvas import Scene, line_height, text_size
 from course_utils.viz.figures import FONT, SMALL
 from course_utils.viz.palette import MEMORY_COLORS
 
@@ -50,9 +50,9 @@ def _bars(scene: Scene, rect, stacks: dict[str, list], *, title: str, ylabel: st
     ticks = [t for t in MaxNLocator(nbins=4, integer=True).tick_values(0, max(max(totals), 1)) if t >= 0]
     top = max(ticks[-1], max(totals), 1)
     labels = [f"{int(t):,}" for t in ticks]
-    left = max(text_size(label, SMALL)[0] for label in labels) + 0.1 + 1.3 * SMALL / 72 + 0.1
+    left = max(text_size(label, SMALL)[0] for label in labels) + 0.1 + line_height(SMALL) + 0.1
     x0, w0 = x + left, w - left
-    y0, h0 = y + 0.3, h - 0.3 - 1.3 * FONT / 72 - 0.1
+    y0, h0 = y + 0.3, h - 0.3 - line_height(FONT) - 0.1
     slot = w0 / len(stacks)
     step = math.ceil(len(stacks) / MAX_LABELS)
     for i, (device, segments) in enumerate(stacks.items()):

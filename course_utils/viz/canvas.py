@@ -22,10 +22,15 @@ CHAR_WIDTH = 0.58  # average character width of DejaVu Sans, in ems (mixed text,
 LINE_HEIGHT = 1.3  # distance between lines, in ems (matplotlib's 1.2 line spacing of a line's height)
 
 
+def line_height(size: float) -> float:
+    """Inches from one line of `size` pt text to the next."""
+    return LINE_HEIGHT * size / 72
+
+
 def text_size(text: str, size: float) -> tuple[float, float]:
     """(width, height) in inches that `text` takes at `size` pt (estimated, every line counted)."""
     lines = text.split("\n") if text else []
-    return CHAR_WIDTH * size * max((len(s) for s in lines), default=0) / 72, LINE_HEIGHT * size * len(lines) / 72
+    return CHAR_WIDTH * size * max((len(s) for s in lines), default=0) / 72, line_height(size) * len(lines)
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,6 @@ def to_figure(scene: Scene) -> Figure:
     from matplotlib.collections import PolyCollection
     from matplotlib.lines import Line2D
     from matplotlib.patches import Rectangle
-
     from matplotlib.transforms import Affine2D
 
     fig = Figure(figsize=(scene.width, scene.height))

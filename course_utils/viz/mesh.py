@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from course_utils.viz.blocks import holder_names
-from course_utils.viz.canvas import Scene, text_size, to_figure
+from course_utils.viz.canvas import Scene, line_height, text_size, to_figure
 from course_utils.viz.figures import BLOCK_GID, FONT, MAX_WIDTH, SMALL, chars_across, wrap
 from course_utils.viz.palette import MeshColors, mesh_colors, text_color
 
@@ -50,8 +50,8 @@ def mesh_scene(mesh, *, title: str | None = None) -> Scene:
         left = max(_left_room(row_ticks, axis_pair) for (row_ticks, _), (_, axis_pair, _) in zip(ticks, panels))
         cell = min(cell, (MAX_WIDTH - 0.4 - across * (left + 0.3)) / (across * cols))
     below = max((text_size(label, SMALL)[1] for _, col_ticks in ticks for _, label in col_ticks), default=0.0)
-    below += 0.1 + 1.3 * FONT / 72 + 0.15  # the column ticks, then the axis name
-    above = 1.3 * FONT / 72 + 0.1 if panels[0][2] else 0.05
+    below += 0.1 + line_height(FONT) + 0.15  # the column ticks, then the axis name
+    above = line_height(FONT) + 0.1 if panels[0][2] else 0.05
     slot = left + cols * cell + 0.3
     width = max(across * slot + 0.4, 6.5)
     platform = str(devices.flat[0]).split(":")[0].upper()
@@ -110,7 +110,7 @@ def _tick_labels(grid, axis_pair, cell: float) -> tuple[list, list]:
 
 def _left_room(row_ticks, axis_pair) -> float:
     labels = max((text_size(label, SMALL)[0] for _, label in row_ticks), default=0.0)
-    return labels + 0.15 + (1.3 * FONT / 72 + 0.1 if axis_pair[0] else 0.0)
+    return labels + 0.15 + (line_height(FONT) + 0.1 if axis_pair[0] else 0.0)
 
 
 def _draw_device_grid(scene: Scene, origin, grid, axis_pair, outer: tuple, colors: MeshColors, cell: float,

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from course_utils.costs import MemoryReport
 from course_utils.layout import LayoutReport, explain_layout
 from course_utils.viz.bars import bytes_bars, memory_bars
-from course_utils.viz.canvas import Scene, to_figure
+from course_utils.viz.canvas import Scene, line_height, to_figure
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
 from course_utils.viz.placement import draw_panel, legend, panel_views, placement_colors, undrawn, view_ratio
 
@@ -80,7 +80,7 @@ def model_scene(report, distribution=None, *, page: int = 0, per_page: int = PER
 
 
 MAX_RATIO = 0.8  # panels at most this tall for their width: a page of 12 fits a slide
-LINE = 1.3 * SMALL / 72  # inches per line of SMALL text
+LINE = line_height(SMALL)  # inches per line of SMALL text
 
 
 def _panel(row) -> tuple:

@@ -17,11 +17,10 @@ from matplotlib.figure import Figure
 
 from course_utils.placements import Placement, placement, planned_placement
 from course_utils.viz.blocks import MINI_MESH_MAX, draw_block
-from course_utils.viz.canvas import Scene, text_size, to_figure
+from course_utils.viz.canvas import Scene, line_height, text_size, to_figure
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
 from course_utils.viz.palette import MeshColors, mesh_colors
 
-LINE = 1.3 * SMALL / 72  # inches per line of SMALL text
 MAX_TICKS = 9  # per dimension; more block edges get every k-th
 
 
@@ -61,14 +60,14 @@ def placement_scene(x, *, title: str | None = None, max_ratio: float = 6.0) -> S
     width = min(max(4.2 * cols + 0.9, 6.5), MAX_WIDTH)
     slot = (width - 0.4) / cols
     ticks = [(tick_labels(p, v, v.row_dim), tick_labels(p, v, v.col_dim)) for v in views]
-    left = max(_left_room(p, v, t[0]) for v, t in zip(views, ticks))
+    left = max(_left_room(row_ticks) for row_ticks, _ in ticks)
     panel = min(slot - left - 0.25, 4.6 / ratio)  # width of a panel's blocks, inches
     notes = [wrap(undrawn(p, v), chars_across(slot - 0.2, SMALL)) for v in views]
     xlabels = [wrap(dim_label(p, v.col_dim), chars_across(panel + 0.4, FONT)) for v in views]
     heading = wrap(title or placement_title(p), chars_across(width, FONT + 1))
     caption = wrap(legend(p, colors), chars_across(width, SMALL))
     above = max(text_size(n, SMALL)[1] for n in notes) + 0.08 if any(notes) else 0.0
-    below = LINE + 0.12 + max(text_size(t, FONT)[1] for t in xlabels)
+    below = line_height(SMALL) + 0.12 + max(text_size(t, FONT)[1] for t in xlabels)
     row_height = above + panel * ratio + below + 0.25
     top, bottom = text_size(heading, FONT + 1)[1] + 0.25, text_size(caption, SMALL)[1] + 0.2
     scene = Scene(width, top + rows * row_height - 0.2 + bottom)  # no gap after the last row
@@ -116,7 +115,7 @@ def draw_panel(scene: Scene, rect, p: Placement, view: View, colors: MeshColors,
     font = SMALL if compact else FONT
     row_label, col_label = labels or (dim_label(p, view.row_dim) if view.row_dim is not None else "",
                                       dim_label(p, view.col_dim))
-    scene.text(x + w / 2, y - 0.07 - (LINE if col_ticks else 0), col_label, font, va="top")
+    scene.text(x + w / 2, y - 0.07 - (line_height(SMALL) if col_ticks else 0), col_label, font, va="top")
     tick_width = max((text_size(label, SMALL)[0] for _, label in row_ticks), default=0.0)
     scene.text(x - 0.09 - tick_width - (0.04 if row_ticks else 0), y + h / 2, row_label, font, rotation=90,
                va="bottom")
@@ -133,10 +132,10 @@ def tick_labels(p: Placement, view: View, dim) -> list[tuple[int, str]]:
     return [(e, str(e)) for e in kept]
 
 
-def _left_room(p: Placement, view: View, row_ticks) -> float:
+def _left_room(row_ticks) -> float:
     """Inches left of a panel for its row tick labels and row label."""
     labels = max((text_size(label, SMALL)[0] for _, label in row_ticks), default=0.0)
-    return 0.1 + labels + 0.06 + 1.3 * FONT / 72 + 0.1
+    return 0.1 + labels + 0.06 + line_height(FONT) + 0.1
 
 
 def _ylabel(p: Placement, view: View, height: float) -> str:
