@@ -10,12 +10,17 @@ the kernel, instead of carrying on with fewer devices than asked for.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 PLATFORMS = ("auto", "cpu", "gpu", "tpu")
 PLATFORM_ENV = "COURSE_PLATFORM"
+CACHE_ENV = "COURSE_COMPILATION_CACHE"
+CACHE_LIMIT_BYTES = 2 * 2**30  # the oldest compiled programs are dropped beyond this
+_OFF = ("off", "0", "false", "no", "none")
 
 _RESTART_HINT = (
     "Restart the kernel (Kernel > Restart Kernel in JupyterLab) and run the "
@@ -37,11 +42,14 @@ class DeviceSetup:
         devices: Keras device strings such as `"cpu:0"`, in mesh order.
         platform: `"cpu"`, `"gpu"` or `"tpu"`.
         simulated: True when several CPU devices share this machine's cores.
+        compilation_cache: The folder where compiled programs are kept between
+            runs (`compilation_cache_dir()`), or None when it is off.
     """
 
     devices: tuple[str, ...]
     platform: str
     simulated: bool
+    compilation_cache: str | None = None
 
     def __len__(self) -> int:
         return len(self.devices)
@@ -59,24 +67,22 @@ class DeviceSetup:
         return f"DeviceSetup: {kind}; {note}."
 
 
-def setup_devices(n: int = 8, *, platform: str = "auto", quick_compile: bool = False) -> DeviceSetup:
+def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
     """Chooses the devices for the course and configures JAX to expose them.
 
     Call it before anything starts JAX (it may come before or after
     `import keras`). It sets `KERAS_BACKEND=jax` if unset, asks JAX for `n`
     CPU devices, and picks real accelerators when at least `n` exist,
-    otherwise `n` simulated CPU devices. Calling it again with the same
-    arguments returns the same setup.
+    otherwise `n` simulated CPU devices. It also keeps every compiled XLA
+    program in a cache on disk (`compilation_cache_dir()`), so that a lesson
+    run a second time starts from the programs the first run compiled: the
+    same programs, so the same results, without the wait. Calling it again
+    with the same arguments returns the same setup.
 
     Args:
         n: How many devices the course needs.
         platform: `"auto"`, `"cpu"`, `"gpu"` or `"tpu"`. With `"auto"` the
             environment variable `COURSE_PLATFORM` may force a choice.
-        quick_compile: Ask XLA for plain, quickly compiled CPU code (several
-            times faster to compile, the same results and collectives): for
-            lessons that compile many training steps on simulated devices.
-            Accelerator code is left as it is. Only takes effect before JAX
-            starts.
 
     Returns:
         A `DeviceSetup`; its repr is a one-line summary for the learner.
@@ -97,8 +103,6 @@ def setup_devices(n: int = 8, *, platform: str = "auto", quick_compile: bool = F
 
     import jax
 
-    if quick_compile:
-        ask_for_quick_compiles(platform)
     started = not _try_config(jax, "jax_num_cpu_devices", n)
     if platform == "cpu" and not started:
         _try_config(jax, "jax_platforms", "cpu")
@@ -108,41 +112,60 @@ def setup_devices(n: int = 8, *, platform: str = "auto", quick_compile: bool = F
         jax.config.update("jax_default_device", chosen[0])
     _check_keras_agrees(chosen)
     is_cpu = chosen[0].platform == "cpu"
+    cache = use_compilation_cache()
     _current = DeviceSetup(
         devices=tuple(device_name(d) for d in chosen),
         platform=chosen[0].platform,
         simulated=is_cpu and n > 1,
+        compilation_cache=str(cache) if cache else None,
     )
     return _current
 
 
-# XLA's CPU code generation kept simple: compiles several times faster, computes the same.
-QUICK_CPU_FLAGS = ("--xla_cpu_use_fusion_emitters=false", "--xla_llvm_disable_expensive_passes=true")
-# This one lowers optimisation for every backend, so it is only asked for where no accelerator can be.
-QUICK_ANY_FLAGS = ("--xla_backend_optimization_level=0",)
-_ACCELERATOR_PLUGINS = ("jax-cuda12-plugin", "jax-cuda13-plugin", "jax-rocm60-plugin", "libtpu")
+def compilation_cache_dir() -> Path | None:
+    """Where compiled XLA programs are kept between runs, or None when the cache is off.
 
-
-def ask_for_quick_compiles(platform: str = "auto") -> None:
-    """Adds the quick-compile flags to XLA_FLAGS, which XLA reads when JAX's backends start.
-
-    The CPU flags always; the one that lowers optimisation for every backend
-    only where no accelerator can be (`platform="cpu"`, or no accelerator
-    plugin installed).
+    `COURSE_COMPILATION_CACHE` names the folder, or turns the cache off with
+    `off`; otherwise JAX's own `JAX_COMPILATION_CACHE_DIR` if set; otherwise
+    one folder per Python environment under the user's cache folder
+    (`$XDG_CACHE_HOME`, by default `~/.cache`), outside any repository.
     """
-    from importlib import metadata
+    setting = os.environ.get(CACHE_ENV, "").strip()
+    if setting.lower() in _OFF:
+        return None
+    if setting:
+        return Path(setting).expanduser()
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return Path(os.environ["JAX_COMPILATION_CACHE_DIR"]).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
+    environment = hashlib.sha256(sys.prefix.encode()).hexdigest()[:10]
+    return base / "course_utils" / "jax-compilation-cache" / environment
 
-    def installed(name: str) -> bool:
-        try:
-            metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return False
-        return True
 
-    only_cpu = platform == "cpu" or (platform == "auto" and not any(map(installed, _ACCELERATOR_PLUGINS)))
-    wanted = QUICK_CPU_FLAGS + (QUICK_ANY_FLAGS if only_cpu else ())
-    flags = os.environ.get("XLA_FLAGS", "").split()
-    os.environ["XLA_FLAGS"] = " ".join(flags + [f for f in wanted if f not in flags])
+def use_compilation_cache() -> Path | None:
+    """Turns JAX's persistent compilation cache on in `compilation_cache_dir()`; returns the folder.
+
+    Every compiled program is kept, however quick its compile. The key of a
+    program includes its metadata (layer names), so a report that reads them
+    never sees another model's. A size limit turns on JAX's file lock, so
+    several processes (lesson 06's workers) can share the folder.
+    """
+    folder = compilation_cache_dir()
+    if folder is None:
+        return None
+    import jax
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, value in (("jax_compilation_cache_dir", str(folder)),
+                        ("jax_persistent_cache_min_compile_time_secs", 0.0),
+                        ("jax_persistent_cache_min_entry_size_bytes", -1),
+                        ("jax_compilation_cache_include_metadata_in_key", True),
+                        # a location is then one line of Keras, not a traceback through the
+                        # notebook's cells, whose file names change with every kernel
+                        ("jax_include_full_tracebacks_in_locations", False),
+                        ("jax_compilation_cache_max_size", CACHE_LIMIT_BYTES)):
+        jax.config.update(name, value)
+    return folder
 
 
 def current_setup() -> DeviceSetup | None:

@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -95,17 +96,48 @@ def test_bad_environment_platform():
     assert "COURSE_PLATFORM='quantum'" in result.stderr
 
 
-def test_quick_compile_asks_xla_for_plain_cpu_code_before_jax_starts():
-    code = ("import os\n"
-            "from course_utils import setup_devices\n"
-            "setup = setup_devices(4, platform='cpu', quick_compile=True)\n"
-            "import jax, jax.numpy as jnp\n"
-            "print(os.environ['XLA_FLAGS'])\n"
-            "print(float(jax.jit(lambda x: (x * 2).sum())(jnp.arange(4.0))), len(setup.devices))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "XLA_FLAGS": "--xla_dump_to=/dev/null"}).stdout.splitlines()
-    flags = out[0].split()
-    assert flags[0] == "--xla_dump_to=/dev/null"
-    assert {"--xla_cpu_use_fusion_emitters=false", "--xla_backend_optimization_level=0",
-            "--xla_llvm_disable_expensive_passes=true"} <= set(flags)
-    assert out[1] == "12.0 4"
+_TRAIN_ONCE = (
+    "import json, os, logging\n"
+    "from course_utils import setup_devices\n"
+    "setup = setup_devices(4, platform='cpu')\n"
+    "import keras, numpy as np\n"
+    "from course_utils import run_training\n"
+    "def build():\n"
+    "    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, name='d1'), keras.layers.Dense(2)])\n"
+    "    model.compile(optimizer='adam', loss='mse')\n"
+    "    return model\n"
+    "rng = np.random.default_rng(0)\n"
+    "x, y = rng.normal(size=(64, 8)).astype('float32'), rng.normal(size=(64, 2)).astype('float32')\n"
+    "dp = keras.distribution.DataParallel(devices=setup.devices)\n"
+    "run = run_training(build, (x, y), distribution=dp, epochs=2, batch_size=16)\n"
+    "print(json.dumps({'cache': setup.compilation_cache, 'losses': [float(v) for v in run.losses],\n"
+    "                  'weights': [w.tolist() for w in run.weights.values()]}))\n"
+)
+
+
+def test_compiled_programs_are_cached_on_disk_and_change_no_result(tmp_path):
+    cache = tmp_path / "cache"
+    env = {"COURSE_COMPILATION_CACHE": str(cache), "COURSE_PLATFORM": "cpu"}
+    first = run_python(_TRAIN_ONCE, **env)
+    assert first.returncode == 0, first.stderr
+    written = sorted(p.name for p in cache.iterdir())
+    assert len([n for n in written if not n.endswith("-atime")]) >= 2  # the training step and more
+    second = run_python(_TRAIN_ONCE + "print(sorted(os.listdir(setup.compilation_cache)) == %r)" % written, **env)
+    assert second.returncode == 0, second.stderr
+    cold, warm = (json.loads(r.stdout.splitlines()[0]) for r in (first, second))
+    assert cold["cache"] == warm["cache"] == str(cache)
+    assert second.stdout.splitlines()[1] == "True"  # every program came from the cache: nothing new written
+    assert cold["losses"] == warm["losses"] and cold["weights"] == warm["weights"]  # bit for bit
+
+
+def test_the_cache_can_be_turned_off_and_lives_per_environment_outside_the_repository(tmp_path):
+    code = "from course_utils import setup_devices; print(setup_devices(2, platform='cpu').compilation_cache)"
+    off = run_python(code, COURSE_COMPILATION_CACHE="off")
+    assert off.returncode == 0, off.stderr
+    assert off.stdout.strip() == "None"
+    default = run_python(code, COURSE_COMPILATION_CACHE="", XDG_CACHE_HOME=str(tmp_path))
+    assert default.returncode == 0, default.stderr
+    folder = default.stdout.strip()
+    assert folder.startswith(str(tmp_path / "course_utils" / "jax-compilation-cache")) and os.path.isdir(folder)
+    repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    assert not folder.startswith(repository)

@@ -95,7 +95,7 @@ def key_entries(path: str | os.PathLike) -> list[KeyEntry]:
     """Runs a lesson with its solutions filled in and collects every exercise and verdict."""
     original = nbformat.read(path, as_version=4)
     run = execute(path, solutions=True, extra_cells=(_RESULTS,))
-    printed = "".join(o.get("text", "") for o in run.notebook.cells[-2].outputs)
+    printed = "".join(o.get("text", "") for o in run.extras[0].outputs)
     verdicts = {exercise: (status, message) for exercise, status, message in json.loads(printed)}
     entries = []
     for i in exercise_cells(original):

@@ -176,7 +176,6 @@ def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = Tr
     entries, start = [], time.perf_counter()
     for path in lessons(folder):
         run = execute(path)
-        run.notebook.cells.pop()  # the memory probe the runner appends
         entries.append(publish(run.notebook, path.stem, out, pages=pages, slides=slides))
         deck = f", a deck of {deck_slides(run.notebook)} slides" if slides else ""
         print(f"{path.name}: ran in {run.seconds:.1f} s{deck}", flush=True)

@@ -29,13 +29,31 @@ _PROBE = (
 
 @dataclass(frozen=True)
 class LessonRun:
-    """One unattended run of a lesson."""
+    """One unattended run of a lesson.
+
+    Attributes:
+        path: The lesson's file.
+        notebook: The lesson as it ran, with its outputs: only the lesson's own cells (the cells
+            the runner adds to check claims, run extras and measure memory are taken out).
+        seconds: Wall time of the whole run.
+        peak_rss_mb: The kernel's peak resident memory.
+        child_peak_rss_mb: The largest process the lesson started (lesson 06's workers).
+        extras: The extra cells, as they ran (their outputs).
+        claims: The verdict of every claim the lesson makes (`course_utils.course.claims`).
+    """
 
     path: Path
     notebook: nbformat.NotebookNode
     seconds: float
     peak_rss_mb: float
-    child_peak_rss_mb: float = 0.0  # the largest process the lesson started (lesson 06's workers)
+    child_peak_rss_mb: float = 0.0
+    extras: tuple = ()
+    claims: tuple = ()
+
+    @property
+    def false_claims(self) -> list:
+        """The claims whose check did not hold, each naming its passage and what was found."""
+        return [v for v in self.claims if not v.holds]
 
 
 def lessons(folder: str | os.PathLike = "notebooks") -> list[Path]:
@@ -70,32 +88,56 @@ def with_solutions(notebook):
 
 
 def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tuple[str, ...] = (),
-            timeout: int = 600) -> LessonRun:
-    """Runs a lesson top to bottom in a fresh kernel, from the lesson's folder.
+            timeout: int = 600, env: dict | None = None) -> LessonRun:
+    """Runs a lesson top to bottom in a fresh kernel, from the lesson's folder, checking its claims.
+
+    After each code cell that carries claims, a cell evaluates their checks in the kernel
+    (`course_utils.course.claims`); the verdicts come back in `LessonRun.claims`.
 
     Args:
         path: The `.ipynb` file.
         solutions: Fill every exercise with its worked solution first.
         extra_cells: Code run after the lesson's last cell (e.g. assertions).
         timeout: Seconds allowed per cell.
+        env: Environment variables added to the kernel's (e.g. `TMPDIR`).
 
     Returns:
-        A `LessonRun` with the executed notebook, wall seconds, the kernel's
-        peak resident memory and that of the largest process it started.
+        A `LessonRun` with the executed lesson, wall seconds, the kernel's peak resident memory
+        and that of the largest process it started, the extra cells and the claims' verdicts.
     """
     from nbclient import NotebookClient
+
+    from course_utils.course import claims
 
     path = Path(path)
     notebook = nbformat.read(path, as_version=4)
     if solutions:
         notebook = with_solutions(notebook)
-    for source in (*extra_cells, _PROBE):
-        notebook.cells.append(nbformat.v4.new_code_cell(source))
+    checks: dict[int, list] = {}
+    for claim in claims.claims_of(notebook):
+        checks.setdefault(claim.cell, []).append(claim)
+    cells = []
+    for i, cell in enumerate(notebook.cells):
+        cells.append(cell)
+        if i in checks:
+            cells.append(_harness_cell(claims.check_cell_source(checks[i]), "claims"))
+    cells += [_harness_cell(source, "extra") for source in extra_cells]
+    cells.append(_harness_cell(_PROBE + "\nfrom course_utils.course.claims import report as _course_report\nprint(_course_report())", "probe"))
+    notebook.cells = cells
     client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
-    client.execute()
+    client.execute(**({"env": {**os.environ, **env}} if env else {}))
     seconds = time.perf_counter() - start
     printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
     own_kb, child_kb = (int(v) for v in printed.split(_MARK, 1)[1].split()[:2])
-    return LessonRun(path, notebook, seconds, own_kb / 1024, child_kb / 1024)
+    extras = tuple(c for c in notebook.cells if c.metadata.get(claims.HARNESS) == "extra")
+    notebook.cells = [c for c in notebook.cells if claims.HARNESS not in c.metadata]
+    return LessonRun(path, notebook, seconds, own_kb / 1024, child_kb / 1024, extras,
+                     tuple(claims.read_report(printed)))
+
+
+def _harness_cell(source: str, role: str):
+    from course_utils.course.claims import HARNESS
+
+    return nbformat.v4.new_code_cell(source, metadata={HARNESS: role})

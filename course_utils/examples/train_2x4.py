@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--auto-shard", action="store_true",
                         help="keep Keras's auto_shard_dataset=True (the classic mistake with NumPy input)")
     args = parser.parse_args(argv)
-    setup = setup_process(8, seed=0, quick_compile=True)  # plain CPU code: compiles faster, same results
+    setup = setup_process(8, seed=0)
 
     import keras
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from course_utils.devices import ask_for_quick_compiles, device_name
+from course_utils.devices import device_name, use_compilation_cache
 
 ENV_DEVICES = "COURSE_DEVICES_PER_PROCESS"
 ENV_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
@@ -61,12 +61,13 @@ class ProcessSetup:
                 f"({self.local_devices[0]} ... {self.local_devices[-1]}).")
 
 
-def setup_process(global_devices: int | None = None, *, seed: int | None = 0,
-                  quick_compile: bool = False) -> ProcessSetup:
+def setup_process(global_devices: int | None = None, *, seed: int | None = 0) -> ProcessSetup:
     """Sets up this process's devices and joins the multi-process run.
 
     Call it first in a worker script, before anything starts JAX. Without the
-    `KERAS_DISTRIBUTION_*` variables it sets up a one-process run.
+    `KERAS_DISTRIBUTION_*` variables it sets up a one-process run. Compiled
+    programs are kept on disk as `setup_devices` keeps them, shared by every
+    process of the run (`course_utils.devices.compilation_cache_dir`).
 
     Args:
         global_devices: The devices the script's mesh needs over all
@@ -75,8 +76,6 @@ def setup_process(global_devices: int | None = None, *, seed: int | None = 0,
         seed: Seeds Keras before joining, so every process starts from the
             same weights (Keras then skips its cross-process seed exchange).
             None leaves the seed to Keras.
-        quick_compile: Ask XLA for plain, quickly compiled CPU code, as
-            `setup_devices(quick_compile=True)` does.
 
     Returns:
         A `ProcessSetup`.
@@ -92,8 +91,6 @@ def setup_process(global_devices: int | None = None, *, seed: int | None = 0,
         8
     """
     os.environ.setdefault("KERAS_BACKEND", "jax")
-    if quick_compile:
-        ask_for_quick_compiles()
     import jax
 
     processes = int(os.environ.get(ENV_PROCESSES, "1"))
@@ -104,6 +101,7 @@ def setup_process(global_devices: int | None = None, *, seed: int | None = 0,
     except RuntimeError as error:
         raise RuntimeError("setup_process must run before anything starts JAX: call it first in "
                            f"the script. JAX said: {error}") from None
+    use_compilation_cache()
     import keras
 
     if seed is not None:
