@@ -167,11 +167,11 @@ def test_a_weight_the_mesh_cannot_divide_is_named(trained, tmp_path):
     assert "d1" not in message  # only the variable that does not divide
 
 
-def test_lesson_07_leaves_nothing_in_the_temporary_folder(tmp_path, monkeypatch):
-    from course_utils.course.runner import execute
-
-    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the kernel's tempfile folder
-    run = execute(Path(__file__).resolve().parents[1] / "notebooks" / "07_saving_and_resharding.ipynb")
+@pytest.mark.parametrize("solved", [False, True], ids=["as a learner finds it", "solved"])
+def test_lesson_07_leaves_nothing_in_the_temporary_folder(lesson_runs, solved):
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "07_saving_and_resharding.ipynb"
+    run = lesson_runs.solved(path) if solved else lesson_runs.learner(path)
     cleanup = next(c for c in run.notebook.cells if c.cell_type == "code" and "scratch.cleanup()" in c.source)
     assert cleanup.outputs[0]["data"]["text/plain"] == "False"
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("tmp")) == []
+    tmp = lesson_runs.tmpdir[path.stem, solved]  # the kernel's tempfile folder
+    assert sorted(p.name for p in tmp.iterdir() if p.name.startswith("tmp")) == []

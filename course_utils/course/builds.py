@@ -25,12 +25,10 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.course.runner import execute, exercise_cells, lessons, solution_for
+from course_utils.course.runner import VERDICTS_CELL, execute, exercise_cells, lessons, solution_for
 
 _TEACHER_ONLY = re.compile(r"\s*<details>\s*<summary>\s*(Solution|Teacher's notes)\s*</summary>")
 _DETAILS = re.compile(r"</?details>|<summary>.*?</summary>")
-_RESULTS = ("import json as _json\nfrom course_utils.course.exercises import results as _results\n"
-            "print(_json.dumps([[v.exercise, v.status, v.message] for v in _results()]))")
 
 
 @dataclass(frozen=True)
@@ -91,12 +89,17 @@ class KeyEntry:
     shown: str  # the exercise cell's displayed output (HTML when the checker gave HTML)
 
 
-def key_entries(path: str | os.PathLike) -> list[KeyEntry]:
-    """Runs a lesson with its solutions filled in and collects every exercise and verdict."""
+def key_entries(path: str | os.PathLike, run=None) -> list[KeyEntry]:
+    """Every exercise of a lesson and its checker's verdict, from a run with its solutions filled in.
+
+    Args:
+        path: The lesson.
+        run: Its solved run (`execute(path, solutions=True, extra_cells=(VERDICTS_CELL,))`);
+            None runs it.
+    """
     original = nbformat.read(path, as_version=4)
-    run = execute(path, solutions=True, extra_cells=(_RESULTS,))
-    printed = "".join(o.get("text", "") for o in run.extras[0].outputs)
-    verdicts = {exercise: (status, message) for exercise, status, message in json.loads(printed)}
+    run = run or execute(path, solutions=True, extra_cells=(VERDICTS_CELL,))
+    verdicts = run.verdicts()
     entries = []
     for i in exercise_cells(original):
         exercise_id = exercise_cell(original.cells[i].source).exercise
@@ -152,7 +155,7 @@ def key_html(entries: list[KeyEntry]) -> str:
 
 
 def build_answer_key(folder: str | os.PathLike, out: str | os.PathLike, *, pdf: bool = True,
-                     only: tuple[str, ...] = ()) -> list[KeyEntry]:
+                     only: tuple[str, ...] = (), solved_run=None) -> list[KeyEntry]:
     """Writes `answer_key.html` (and `answer_key.pdf`) into `out`.
 
     Args:
@@ -160,6 +163,8 @@ def build_answer_key(folder: str | os.PathLike, out: str | os.PathLike, *, pdf: 
         out: The output folder.
         pdf: Also print the page to PDF with headless Chromium.
         only: Lesson numbers to include (e.g. `("01", "02")`); empty means all.
+        solved_run: A function giving a lesson's solved run (see `key_entries`) from its path,
+            when the lessons already ran; by default each runs here.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -168,7 +173,7 @@ def build_answer_key(folder: str | os.PathLike, out: str | os.PathLike, *, pdf: 
         if only and path.stem[:2] not in only:
             continue
         try:
-            entries += key_entries(path)
+            entries += key_entries(path, solved_run(path) if solved_run else None)
         except Exception as error:  # a lesson that no longer runs: name it, keep the cause
             raise RuntimeError(f"{path.name} stopped with {type(error).__name__} while its solutions ran; "
                                f"fix the lesson (tests/course/test_notebooks.py runs it), then build the "

@@ -7,8 +7,9 @@ lives in the metadata of the code cell whose results it describes:
     "claims": [{"says": "340,008 bytes", "check": "dp_step.bytes_over('data') == 340_008 + 8"}]
 
 `says` is copied from the lesson's text (whitespace and `*` emphasis aside); `check` is a Python
-expression that must be `True` in the lesson's kernel right after that cell ran (`_` is the cell's
-displayed result, as in IPython). The runner adds a cell after each claimed cell that evaluates
+expression that must be `True` in the lesson's kernel right after that cell ran: it reads the
+lesson's variables, `_` (the cell's displayed result, as in IPython) and `_caught()` (what the
+cell's `expect_error` block caught: `.error`, `.message`, `.warnings`). The runner adds a cell after each claimed cell that evaluates
 its checks and shows nothing; pages, decks and builds are made from the lesson without it.
 
 Passages that state what a lesson *gives* rather than computes (a budget of 400,000 bytes, a
@@ -136,7 +137,8 @@ def unquoted(notebook) -> list[str]:
 
 def check_cell_source(claims: list[Claim]) -> str:
     """The code of the cell that checks one cell's claims in the lesson's kernel; it displays nothing."""
-    lines = ["from course_utils.course.claims import verify as _course_verify"]
+    lines = ["from course_utils.course.claims import verify as _course_verify",
+             "from course_utils.course.mistakes import last_caught as _caught"]
     for claim in claims:
         sides = _comparison_sides(claim.check)
         extra = f", sides=(lambda: ({sides[0]}), lambda: ({sides[1]}))" if sides else ""

@@ -166,19 +166,39 @@ def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = Tr
 
     Returns:
         The index page written (`out/index.html`).
+
+    Raises:
+        RuntimeError: A lesson's text states something its run did not compute (a false claim).
     """
     from course_utils.course.runner import execute, lessons
 
+    def runs():
+        for path in lessons(folder):
+            run = execute(path)
+            if run.false_claims:
+                raise RuntimeError(f"{path.name} says what its run did not compute; fix the lesson before "
+                                   f"publishing it:\n" + "\n".join(map(str, run.false_claims)))
+            print(f"{path.name}: ran in {run.seconds:.1f} s", flush=True)
+            yield run
+
+    return build_from_runs(runs(), out, pages=pages, slides=slides)
+
+
+def build_from_runs(runs, out: str | os.PathLike, *, pages: bool = True, slides: bool = True) -> Path:
+    """Writes the pages and/or decks of lessons that already ran (`runner.LessonRun`s, in series order).
+
+    Returns:
+        The index page written (`out/index.html`).
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if slides:
         copy_reveal(out)
     entries, start = [], time.perf_counter()
-    for path in lessons(folder):
-        run = execute(path)
-        entries.append(publish(run.notebook, path.stem, out, pages=pages, slides=slides))
-        deck = f", a deck of {deck_slides(run.notebook)} slides" if slides else ""
-        print(f"{path.name}: ran in {run.seconds:.1f} s{deck}", flush=True)
+    for run in runs:
+        entries.append(publish(run.notebook, run.path.stem, out, pages=pages, slides=slides))
+        deck = f": a deck of {deck_slides(run.notebook)} slides" if slides else ""
+        print(f"{run.path.name} written{deck}", flush=True)
     print(f"{len(entries)} lessons built in {time.perf_counter() - start:.0f} s", flush=True)
     return write_index(entries, out, "Device meshes with Keras 3 on JAX")
 

@@ -23,8 +23,13 @@ _PROBE = (
     "import resource as _r, sys as _s\n"
     "_kb = [_r.getrusage(w).ru_maxrss // (1024 if _s.platform == 'darwin' else 1)\n"
     "       for w in (_r.RUSAGE_SELF, _r.RUSAGE_CHILDREN)]\n"
-    f"print('{_MARK}' + ' '.join(map(str, _kb)))"
+    f"print('{_MARK}' + ' '.join(map(str, _kb)) + ' ' + _s.prefix)"
 )
+
+
+# An extra cell that prints every checker's verdict at the end of a run (`verdicts` reads it).
+VERDICTS_CELL = ("import json as _json\nfrom course_utils.course.exercises import results as _results\n"
+                 "print(_json.dumps([[v.exercise, v.status, v.message] for v in _results()]))")
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class LessonRun:
         child_peak_rss_mb: The largest process the lesson started (lesson 06's workers).
         extras: The extra cells, as they ran (their outputs).
         claims: The verdict of every claim the lesson makes (`course_utils.course.claims`).
+        kernel_prefix: The kernel's `sys.prefix`: the environment it ran in.
     """
 
     path: Path
@@ -49,6 +55,16 @@ class LessonRun:
     child_peak_rss_mb: float = 0.0
     extras: tuple = ()
     claims: tuple = ()
+    kernel_prefix: str = ""  # the kernel's sys.prefix: which environment it ran in
+
+    def verdicts(self) -> dict[str, tuple[str, str]]:
+        """Every checker's verdict at the end of the run, `{exercise: (status, message)}`, from the
+        extra cell `VERDICTS_CELL` (which must have been among the run's extra cells)."""
+        for cell in self.extras:
+            if cell.source == VERDICTS_CELL:
+                printed = "".join(o.get("text", "") for o in cell.outputs)
+                return {exercise: (status, message) for exercise, status, message in json.loads(printed)}
+        raise ValueError(f"{self.path.name} ran without VERDICTS_CELL among its extra cells.")
 
     @property
     def false_claims(self) -> list:
@@ -88,7 +104,7 @@ def with_solutions(notebook):
 
 
 def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tuple[str, ...] = (),
-            timeout: int = 600, env: dict | None = None) -> LessonRun:
+            timeout: int = 600, env: dict | None = None, kernel: str = "python3") -> LessonRun:
     """Runs a lesson top to bottom in a fresh kernel, from the lesson's folder, checking its claims.
 
     After each code cell that carries claims, a cell evaluates their checks in the kernel
@@ -100,6 +116,7 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
         extra_cells: Code run after the lesson's last cell (e.g. assertions).
         timeout: Seconds allowed per cell.
         env: Environment variables added to the kernel's (e.g. `TMPDIR`).
+        kernel: The kernelspec to run it in (another environment's kernel, e.g. Binder's).
 
     Returns:
         A `LessonRun` with the executed lesson, wall seconds, the kernel's peak resident memory
@@ -124,17 +141,17 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
     cells += [_harness_cell(source, "extra") for source in extra_cells]
     cells.append(_harness_cell(_PROBE + "\nfrom course_utils.course.claims import report as _course_report\nprint(_course_report())", "probe"))
     notebook.cells = cells
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+    client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel,
                             resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     client.execute(**({"env": {**os.environ, **env}} if env else {}))
     seconds = time.perf_counter() - start
     printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
-    own_kb, child_kb = (int(v) for v in printed.split(_MARK, 1)[1].split()[:2])
+    own_kb, child_kb, prefix = printed.split(_MARK, 1)[1].splitlines()[0].split(" ", 2)
     extras = tuple(c for c in notebook.cells if c.metadata.get(claims.HARNESS) == "extra")
     notebook.cells = [c for c in notebook.cells if claims.HARNESS not in c.metadata]
-    return LessonRun(path, notebook, seconds, own_kb / 1024, child_kb / 1024, extras,
-                     tuple(claims.read_report(printed)))
+    return LessonRun(path, notebook, seconds, int(own_kb) / 1024, int(child_kb) / 1024, extras,
+                     tuple(claims.read_report(printed)), prefix)
 
 
 def _harness_cell(source: str, role: str):

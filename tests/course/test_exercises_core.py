@@ -59,6 +59,21 @@ def test_expect_error_shows_the_real_message(capsys):
     assert "ValueError (the expected error):\nShape does not match" in capsys.readouterr().out
 
 
+def test_expect_error_shows_a_warning_first_as_a_warning_and_keeps_what_it_caught(capsys):
+    import warnings
+
+    from course_utils.course.mistakes import last_caught
+
+    with expect_error(ValueError) as caught:
+        warnings.warn("a mix of local and distributed variables", UserWarning)
+        raise ValueError("incompatible devices")
+    out = capsys.readouterr().out
+    assert out.index("First a warning, not the error (UserWarning):\na mix of local") < out.index(
+        "ValueError (the expected error):\nincompatible devices")
+    assert caught is last_caught() and caught.message == "incompatible devices"
+    assert caught.warnings == ["UserWarning: a mix of local and distributed variables"]
+
+
 def test_expect_error_fails_when_nothing_fails():
     with pytest.raises(ExpectedErrorMissing, match="meant to raise ValueError"):
         with expect_error(ValueError):

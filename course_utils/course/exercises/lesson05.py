@@ -45,20 +45,23 @@ def _memory(shape):
     return memory_report(model, dist)
 
 
-@exercise("05.1", "Predict the Adam optimizer-state bytes per device of the digits MLP under ModelParallel (2, 4).",
+@exercise("05.1", "Predict the Adam optimizer-state bytes per device of the digits MLP under ModelParallel (4, 2).",
           form='a whole number of bytes, e.g. 123_456')
 def adam_state_bytes(answer):
-    """Compares the answer with memory_report of the real model; a few bytes of scalars are forgiven."""
-    row = max(_memory((2, 4)).rows, key=lambda r: r.optimizer)
+    """Compares the answer with memory_report of the real model on (4, 2); a few bytes of scalars are forgiven."""
+    row = max(_memory((4, 2)).rows, key=lambda r: r.optimizer)
     if isinstance(answer, bool) or not isinstance(answer, (int, float)):
         return "Give a number of bytes, like 123_456."
     if abs(answer - row.optimizer) <= 16:
         return None
     if abs(answer - row.weights) <= 16:
         return "That is one copy of the weight shards. Adam keeps two moments per weight (m and v)."
+    if abs(answer - max(r.optimizer for r in _memory((2, 4)).rows)) <= 16:
+        return ("That is the 2 x 4 mesh's figure, from reports. On (4, 2) the 'model' axis has size 2: "
+                "each split weight is cut in 2, not 4.")
     if abs(answer - 2 * _memory((8, 1)).rows[0].weights) <= 16:
         return "That is Adam's state for the whole model. Each device holds only its shards' moments."
-    return (f"Add up each weight's shard on one device (d1/kernel is (64, 64) there, d3 is whole), "
+    return (f"Add up each weight's shard on one device (d1/kernel is (64, 128) there, d3 is whole), "
             f"times 4 bytes, times 2 moments. You are {answer - row.optimizer:+,.0f} bytes off.")
 
 
@@ -139,3 +142,30 @@ def _shifted_hint(wrong: dict) -> str:
         else:
             lines.append(f"{path} gets {got}; it should be {SHIFTED_LAYOUT[path]}.")
     return " ".join(lines)
+
+
+@exercise("05.4", "Make mp the global distribution, build the digits MLP without a with block, then unset it.",
+          form="the Keras model you built")
+def global_distribution(answer):
+    """Reads the real layout of the learner's model and the distribution in force now."""
+    import keras
+    from keras import distribution
+
+    from course_utils.placements import placement
+
+    if not isinstance(answer, keras.Model):
+        return f"Give the model you built with build_digits_mlp(); this is a {type(answer).__name__}."
+    try:
+        kernel = answer.get_layer("d1").kernel
+    except ValueError:
+        return "Build the lesson's model, build_digits_mlp(): it has a layer named d1."
+    if not placement(kernel).axis_names:
+        return ("Its d1/kernel sits whole on one device: call distribution.set_distribution(mp) before "
+                "you build the model, since variables are laid out when they are created.")
+    axes = tuple(a[0] if a else None for a in placement(kernel).dim_axes)
+    if axes != LESSON_LAYOUT["d1/kernel"]:
+        return f"d1/kernel is split as {axes}; build it under mp, whose map gives it (None, 'model')."
+    if distribution.distribution() is not None:
+        return ("The model is laid out right, but a global distribution is still set: every model you build "
+                "next would be laid out by it too. Unset it with distribution.set_distribution(None).")
+    return None
