@@ -29,12 +29,26 @@ def bytes_bars(scene: Scene, rect, totals: dict[str, int], colors, *, title: str
 
 def memory_bars(scene: Scene, rect, memory: MemoryReport, *, legend: bool = True) -> None:
     """Stacked bars per device: weights, gradients, optimizer state; a legend names each kind at the right."""
-    stacks = {r.device: [(getattr(r, kind), color, HATCHES[kind]) for kind, color in MEMORY_COLORS.items()]
-              for r in memory.rows}
+    stacks = {r.device: _memory_stack(r) for r in memory.rows}
+    _stacked_with_legend(scene, rect, stacks, title=f"Training memory per device (largest: {memory.max_total:,} "
+                         "bytes)", legend=legend)
+
+
+def memory_by_bars(scene: Scene, rect, reports: dict[str, MemoryReport], *, title: str) -> None:
+    """One stacked bar per report (a distribution, a mesh shape): the device that holds the most."""
+    stacks = {label: _memory_stack(max(report.rows, key=lambda r: r.total)) for label, report in reports.items()}
+    _stacked_with_legend(scene, rect, stacks, title=title, legend=True, totals=True)
+
+
+def _memory_stack(row) -> list:
+    return [(getattr(row, kind), color, HATCHES[kind]) for kind, color in MEMORY_COLORS.items()]
+
+
+def _stacked_with_legend(scene: Scene, rect, stacks: dict[str, list], *, title: str, legend: bool,
+                         totals: bool = False) -> None:
     x, y, w, h = rect
     room = 1.2 if legend else 0.0
-    _bars(scene, (x, y, w - room, h), stacks, title=f"Training memory per device (largest: {memory.max_total:,} "
-          "bytes)", ylabel="bytes per device", edge="white")
+    _bars(scene, (x, y, w - room, h), stacks, title=title, ylabel="bytes per device", edge="white", totals=totals)
     if legend:
         for k, (kind, color) in enumerate(MEMORY_COLORS.items()):
             at = y + h - 0.25 - 0.22 * k
@@ -43,12 +57,14 @@ def memory_bars(scene: Scene, rect, memory: MemoryReport, *, legend: bool = True
             scene.text(x + w - room + 0.5, at + 0.08, kind, SMALL, ha="left")
 
 
-def _bars(scene: Scene, rect, stacks: dict[str, list], *, title: str, ylabel: str, edge: str) -> None:
-    """Bars of stacked (value, colour, hatch) segments in `rect` (inches), with axes, ticks and names."""
+def _bars(scene: Scene, rect, stacks: dict[str, list], *, title: str, ylabel: str, edge: str,
+          totals: bool = False) -> None:
+    """Bars of stacked (value, colour, hatch) segments in `rect` (inches), with axes, ticks and names
+    (and each bar's total above it, with `totals`)."""
     x, y, w, h = rect
-    totals = [sum(v for v, _, _ in segments) for segments in stacks.values()]
-    ticks = [t for t in MaxNLocator(nbins=4, integer=True).tick_values(0, max(max(totals), 1)) if t >= 0]
-    top = max(ticks[-1], max(totals), 1)
+    sums = [sum(v for v, _, _ in segments) for segments in stacks.values()]
+    ticks = [t for t in MaxNLocator(nbins=4, integer=True).tick_values(0, max(max(sums), 1)) if t >= 0]
+    top = max(ticks[-1], max(sums), 1) * (1.12 if totals else 1)
     labels = [f"{int(t):,}" for t in ticks]
     left = max(text_size(label, SMALL)[0] for label in labels) + 0.1 + line_height(SMALL) + 0.1
     x0, w0 = x + left, w - left
@@ -63,6 +79,8 @@ def _bars(scene: Scene, rect, stacks: dict[str, list], *, title: str, ylabel: st
             bottom += value
         if i % step == 0:
             scene.text(x0 + (i + 0.5) * slot, y0 - 0.06, device, SMALL, va="top")
+        if totals:
+            scene.text(x0 + (i + 0.5) * slot, y0 + h0 * bottom / top + 0.04, f"{bottom:,}", SMALL, va="bottom")
     for tick, label in zip(ticks, labels):
         at = y0 + h0 * tick / top
         scene.line((x0 - 0.05, x0), (at, at), linewidth=0.8)

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from course_utils.costs import MemoryReport
 from course_utils.layout import LayoutReport, explain_layout
-from course_utils.viz.bars import bytes_bars, memory_bars
+from course_utils.viz.bars import bytes_bars, memory_bars, memory_by_bars
 from course_utils.viz.canvas import Scene, line_height, to_figure
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
 from course_utils.viz.placement import draw_panel, legend, panel_views, placement_colors, undrawn, view_ratio
@@ -143,4 +143,23 @@ def draw_memory(memory: MemoryReport) -> Figure:
     """Stacked bars: weights, gradients and optimizer state on each device (colour and hatching)."""
     scene = Scene(7.5, 2.8)
     memory_bars(scene, (0.1, 0.1, 7.3, 2.6), memory)
+    return to_figure(scene)
+
+
+def draw_memory_by(reports: dict[str, MemoryReport], *, title: str = "Training memory per device") -> Figure:
+    """One stacked bar per distribution or mesh shape: weights, gradients and optimizer state of its
+    fullest device, in the course's memory colours, so that layouts compare at a glance.
+
+    Args:
+        reports: `memory_report`s (or planned ones) by label, e.g. `{"DataParallel (8,)": ...}`.
+        title: The figure's title; the largest total is added to it.
+
+    Example:
+        >>> draw_memory_by({"one device": memory_report(single), "2 x 4": memory_report(model, mp)})
+    """
+    if not reports:
+        raise ValueError("draw_memory_by needs at least one report. Received: an empty dict.")
+    scene = Scene(7.5, 3.0)
+    largest = max(report.max_total for report in reports.values())
+    memory_by_bars(scene, (0.1, 0.1, 7.3, 2.8), reports, title=f"{title} (largest: {largest:,} bytes)")
     return to_figure(scene)

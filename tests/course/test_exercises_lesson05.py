@@ -6,16 +6,18 @@ from keras import distribution
 from course_utils import check, make_mesh
 
 
-@pytest.mark.parametrize("exercise_id", ["05.1", "05.2", "05.3"])
+@pytest.mark.parametrize("exercise_id", ["05.1", "05.2", "05.3", "05.4"])
 def test_untouched_is_not_attempted(exercise_id):
     assert check(exercise_id, ...).status == "not attempted"
 
 
 def test_adam_state_bytes():
-    shards = 4 * (64 * 64 + 64 + 64 * 256 + 256 + 256 * 10 + 10)
+    shards = 4 * (64 * 128 + 128 + 128 * 256 + 256 + 256 * 10 + 10)  # on (4, 2): 'model' splits 2 ways
     assert check("05.1", 2 * shards).ok
     one = check("05.1", shards)
     assert one.status == "not yet" and "two moments" in one.message
+    two_by_four = check("05.1", 2 * 4 * (64 * 64 + 64 + 64 * 256 + 256 + 256 * 10 + 10))
+    assert two_by_four.status == "not yet" and "2 x 4 mesh's figure" in two_by_four.message
     whole = check("05.1", 2 * 4 * (64 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10))
     assert whole.status == "not yet" and "whole model" in whole.message
     assert "number of bytes" in check("05.1", "lots").message
@@ -57,3 +59,24 @@ def test_shifted_megatron():
     two = check("05.3", _layout_map({"d1/kernel": (None, "model"), "d2/kernel": (None, "model"),
                                      "d3/kernel": ("model", None)}))
     assert "d2/bias" in two.message and "d1/kernel" in two.message  # every mistake, not only the first
+
+
+def test_global_distribution():
+    import keras
+
+    from course_utils.course.exercises.lesson05 import _digits_mlp, _model_parallel
+
+    mp = _model_parallel((2, 4))
+    distribution.set_distribution(mp)
+    try:
+        model = _digits_mlp()
+        still_set = check("05.4", model)
+    finally:
+        distribution.set_distribution(None)
+    assert still_set.status == "not yet" and "set_distribution(None)" in still_set.message
+    assert check("05.4", model).ok
+    whole = check("05.4", _digits_mlp())
+    assert whole.status == "not yet" and "before you build" in whole.message
+    assert "the model you built" in check("05.4", "model").message
+    other = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, name="d9")])
+    assert "layer named d1" in check("05.4", other).message

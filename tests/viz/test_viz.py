@@ -3,6 +3,7 @@
 import warnings
 
 import keras
+import matplotlib
 import numpy as np
 import pytest
 from keras import distribution
@@ -219,6 +220,33 @@ def test_draw_batch_split_and_memory():
     weights = np.array([b.get_height() for b in bars[0::3]])  # each device: weights, gradients, optimizer
     expected = np.array([r.weights for r in memory.rows])
     np.testing.assert_allclose(weights / weights.max(), expected / expected.max())
+
+
+def test_draw_memory_by_compares_the_fullest_device_of_each_layout_in_the_palette():
+    from course_utils import memory_report
+    from course_utils.models import mlp
+    from course_utils.viz import draw_memory_by
+    from course_utils.viz.palette import MEMORY_COLORS
+    from course_utils.widgets.model import built_under
+
+    reports = {}
+    for label, dist in [("replicated", distribution.DataParallel(devices=distribution.list_devices())),
+                        ("2 x 4", distribution.ModelParallel(layout_map=distribution.LayoutMap(MESH),
+                                                              batch_dim_name="data"))]:
+        keras.utils.set_random_seed(0)
+        reports[label] = memory_report(built_under(mlp(), dist), dist)
+    fig = draw_memory_by(reports, title="Two layouts")
+    assert_projected_legibly(fig)
+    bars = marks(fig, BAR_GID)
+    assert len(bars) == 3 * 2
+    assert [matplotlib.colors.to_hex(b.get_facecolor()) for b in bars[:3]] == list(MEMORY_COLORS.values())
+    heights = np.array([sum(b.get_height() for b in bars[k:k + 3]) for k in (0, 3)])
+    totals = np.array([r.max_total for r in reports.values()])
+    np.testing.assert_allclose(heights / heights.max(), totals / totals.max())
+    assert "replicated" in texts(fig) and "2 x 4" in texts(fig)
+    assert f"Two layouts (largest: {totals.max():,} bytes)" in texts(fig)
+    with pytest.raises(ValueError, match="at least one report"):
+        draw_memory_by({})
 
 
 def test_figures_render_to_png_for_notebooks():
