@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from course_utils._table import Table
 from course_utils.sizing import GIB, PRESETS, Preset, abstract_model, training_memory
 
+HEADROOM = 0.10  # "fits" only with at least this share of the device left for what is not counted
+FITS, TIGHT, NO, CANNOT = "fits", "tight", "no", "cannot split"
+
 
 @dataclass(frozen=True)
 class Fit:
@@ -28,25 +31,54 @@ class Fit:
     def total(self) -> float:
         return self.weights + self.gradients + self.optimizer
 
-    def fits(self, device_gib: float) -> bool:
-        return self.problem is None and self.total <= device_gib
+    def verdict(self, device_gib: float, headroom: float = HEADROOM) -> str:
+        """`"fits"` with at least `headroom` of the device left, `"tight"` when the state fits but
+        leaves less (activations, gathered weights and XLA's scratch space need room too), else
+        `"no"`; `"cannot split"` when the layout cannot be used on this mesh."""
+        if self.problem is not None:
+            return CANNOT
+        if self.total <= (1 - headroom) * device_gib:
+            return FITS
+        return TIGHT if self.total <= device_gib else NO
+
+    def fits(self, device_gib: float, headroom: float = HEADROOM) -> bool:
+        """Whether the verdict on a device of `device_gib` is "fits" (room left, not only on paper)."""
+        return self.verdict(device_gib, headroom) == FITS
 
 
 class FitReport(Table):
-    """GiB of training state per device (the fullest device), model by mesh, against device sizes."""
+    """GiB of training state per device (the fullest device), model by mesh, and a verdict per device size.
 
-    def __init__(self, rows, *, device_gib: tuple[float, ...], title: str):
+    A verdict is "fits" (at least `HEADROOM` of the device left), "tight" (the state fits, with less
+    left), "no", or "cannot split" (the layout cannot be used on that mesh).
+    """
+
+    def __init__(self, rows, *, device_gib: tuple[float, ...], title: str, headroom: float = HEADROOM):
         super().__init__(rows, title=title)
         self.device_gib = tuple(device_gib)
+        self.headroom = headroom
         self.columns = ("model", "mesh (batch, model)", "weights", "gradients", "optimizer", "total GiB",
-                        *(f"fits {g:g} GiB" for g in self.device_gib))
+                        *(f"{g:g} GiB device" for g in self.device_gib))
 
     def cells(self, row: Fit) -> list[str]:
+        verdicts = [row.verdict(g, self.headroom) for g in self.device_gib]
         if row.problem:
-            return [row.model, str(row.mesh_shape), "-", "-", "-", "cannot split",
-                    *("no" for _ in self.device_gib)]
+            return [row.model, str(row.mesh_shape), "-", "-", "-", "-", *verdicts]
         return [row.model, str(row.mesh_shape), *(f"{v:.1f}" for v in (row.weights, row.gradients, row.optimizer)),
-                f"{row.total:.1f}", *("yes" if row.fits(g) else "no" for g in self.device_gib)]
+                f"{row.total:.1f}", *verdicts]
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()}\n{self.legend}"
+
+    def _repr_html_(self) -> str:
+        return f"{super()._repr_html_()}<p>{self.legend}</p>"
+
+    @property
+    def legend(self) -> str:
+        """What the verdicts mean, in one line."""
+        return (f"fits: at least {self.headroom:.0%} of the device left for what the total leaves out; "
+                f"tight: the total fits, with less left; no: it does not; cannot split: the layout cannot "
+                f"be used on that mesh.")
 
     def row(self, model: str, mesh_shape) -> Fit:
         """The row of one model on one mesh."""

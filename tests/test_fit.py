@@ -14,6 +14,7 @@ def test_gemma_7b_per_device_shrinks_with_each_split():
     assert fits["replicated"].total / fits["tensor_parallel"].total == pytest.approx(4, rel=1e-3)
     assert fits["tensor_parallel"].total / fits["official"].total == pytest.approx(2, rel=1e-3)
     assert fits["official"].fits(80) and not fits["tensor_parallel"].fits(16)
+    assert fits["official"].verdict(16) == "tight"  # 15.9 GiB of 16: no room left for activations
     assert fits["official"].total == pytest.approx(16 * PRESETS["gemma_7b_en"].params / 8 / GIB, rel=1e-3)
 
 

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from course_utils.fit import FitReport
 from course_utils.viz.figures import FONT, SMALL
 from course_utils.viz.bars import HATCHES
-from course_utils.viz.palette import MEMORY_COLORS
+from course_utils.viz.palette import MEMORY_COLORS, NEUTRAL_COLOR
 
 LINE_STYLES = ("--", ":", "-.")
 
@@ -17,8 +17,11 @@ def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
     """Stacked bars of weights, gradients and optimizer state per device, one panel per model.
 
     Each bar is one mesh shape, its total written on top; a dashed or dotted
-    line marks each device size of the report, named in the legend. A mesh on which the layout cannot split some
-    weight gets no bar and says "cannot split" in its place.
+    line marks each device size of the report, named in the legend, and a grey
+    band under it its last `report.headroom` (a total in the band is "tight").
+    Under each bar, the report's verdict for every device size, as in its table.
+    A mesh on which the layout cannot split some weight gets no bar and says
+    "cannot split" in its place.
 
     Args:
         report: A `FitReport` from `will_it_fit`.
@@ -28,16 +31,18 @@ def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
         A `Figure`.
     """
     models = list(dict.fromkeys(r.model for r in report.rows))
-    fig = Figure(figsize=(3.6 * len(models) + 1.6, 3.8), layout="constrained")
+    fig = Figure(figsize=(3.6 * len(models) + 1.6, 4.4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(models), sharey=True))
     top = max([r.total for r in report.rows] + list(report.device_gib)) * 1.12
     for ax, model in zip(axes, models):
         rows = [r for r in report.rows if r.model == model]
         _bars(ax, rows, top)
-        for gib, style in zip(report.device_gib, LINE_STYLES):
+        for k, (gib, style) in enumerate(zip(report.device_gib, LINE_STYLES)):
             ax.axhline(gib, color="black", linestyle=style, linewidth=1.2, label=f"memory of a {gib:g} GiB device")
+            ax.axhspan((1 - report.headroom) * gib, gib, color=NEUTRAL_COLOR, alpha=0.6, linewidth=0, zorder=0,
+                       label=f"its last {report.headroom:.0%}: tight" if k == 0 else None)
         ax.set_title(model, fontsize=FONT)
-        ax.set_xticks(range(len(rows)), [f"{r.mesh_shape[0]} x {r.mesh_shape[1]}" for r in rows])
+        ax.set_xticks(range(len(rows)), [_tick(r, report) for r in rows])
         ax.set_xlabel("mesh (batch x model)", fontsize=SMALL)
         ax.set_ylim(0, top)
         ax.tick_params(labelsize=SMALL)
@@ -45,6 +50,12 @@ def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
     axes[-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=SMALL)
     fig.suptitle(title or report.title, fontsize=FONT)
     return fig
+
+
+def _tick(row, report: FitReport) -> str:
+    """The mesh, then the verdict for each device size (a mesh the layout cannot use says so on its bar)."""
+    verdicts = [f"{g:g} GiB: {row.verdict(g, report.headroom)}" for g in report.device_gib]
+    return "\n".join([f"{row.mesh_shape[0]} x {row.mesh_shape[1]}", *([""] * len(verdicts) if row.problem else verdicts)])
 
 
 def _bars(ax, rows, top: float) -> None:

@@ -7,7 +7,7 @@ from course_utils.fit import Fit, FitReport
 
 
 def _report():
-    rows = [Fit("big", (2, 4), 4.0, 4.0, 8.0), Fit("big", (8, 1), 4.0, 4.0, 8.0),
+    rows = [Fit("big", (2, 4), 4.0, 4.0, 7.9), Fit("big", (8, 1), 4.0, 4.0, 8.0),
             Fit("odd", (2, 4), 0.0, 0.0, 0.0, problem="cannot split"), Fit("odd", (8, 1), 1.0, 1.0, 2.0)]
     return FitReport(rows, device_gib=(16, 80), title="test report")
 
@@ -16,10 +16,22 @@ def test_draw_fit_stacks_each_part_and_names_each_device_size():
     fig = draw_fit(_report())
     assert isinstance(fig, Figure) and [ax.get_title() for ax in fig.axes] == ["big", "odd"]
     big = fig.axes[0]
-    tops = sorted(round(p.get_y() + p.get_height(), 6) for p in big.patches)
-    assert tops[-2:] == [16.0, 16.0]  # weights + gradients + optimizer state of each mesh
+    tops = sorted(round(p.get_y() + p.get_height(), 6) for bars in big.containers for p in bars)
+    assert tops[-2:] == [15.9, 16.0]  # weights + gradients + optimizer state of each mesh
+    ticks = [t.get_text() for t in big.get_xticklabels()]
+    assert ticks == ["2 x 4\n16 GiB: tight\n80 GiB: fits", "8 x 1\n16 GiB: tight\n80 GiB: fits"]
     labels = [t.get_text() for t in fig.axes[1].texts]
     assert "cannot\nsplit" in labels and "4.0" in labels
     legend = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
     assert "memory of a 16 GiB device" in legend and "memory of a 80 GiB device" in legend
+    assert "its last 10%: tight" in legend
     assert {"weights", "gradients", "optimizer state"} <= set(legend)
+
+
+def test_the_table_says_what_the_figure_says():
+    report = _report()
+    text = repr(report)
+    assert "16 GiB device" in text and "tight" in text and "cannot split" in text
+    assert [r.verdict(16) for r in report.rows] == ["tight", "tight", "cannot split", "fits"]
+    assert "fits: at least 10% of the device left" in text
+    assert not report.rows[0].fits(16) and report.rows[0].fits(80) and Fit("x", (1, 8), 9, 9, 9).verdict(16) == "no"
