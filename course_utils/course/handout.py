@@ -99,10 +99,16 @@ def lessons_line(folder: str | os.PathLike) -> str:
     return " · ".join(titles)
 
 
+def lesson_mlp():
+    """Lesson 03's MLP, the one the handout's code builds: 64 inputs -> Dense(128) "d1" -> Dense(10) "d2"."""
+    from course_utils.models import mlp
+
+    return mlp(inputs=64, hidden=128, classes=10)
+
+
 def handout_parts(folder: str | os.PathLike = "notebooks") -> dict[str, str]:
     """The handout's figure, code, shard, mistakes and lesson list, each made from the course itself."""
     from course_utils import make_mesh, placement, setup_devices
-    from course_utils.models import mlp
     from course_utils.viz import draw_mesh
     from course_utils.viz.figures import figure_png
 
@@ -111,13 +117,13 @@ def handout_parts(folder: str | os.PathLike = "notebooks") -> dict[str, str]:
     figure = draw_mesh(mesh, title="The 2 × 4 mesh")
     figure.set_size_inches(5.2, 3.0)  # half a page wide: the lesson's own text sizes stay readable
     png = figure_png(figure, dpi=150)
-    kernel = placement(five_lines(mlp).get_layer("d1").kernel)
+    kernel = placement(five_lines(lesson_mlp).get_layer("d1").kernel)
     return {
         "mesh_png": base64.b64encode(png).decode("ascii"),
         "five_lines": html.escape(_body(five_lines)),
         "shard": html.escape(f"d1/kernel {tuple(kernel.shape)} → a {tuple(kernel.shard_shape)} shard on "
                              f"each of {len(kernel.devices)} devices"),
-        "mistakes": "".join(_mistake_html(m) for m in mistakes(mesh, mlp)),
+        "mistakes": "".join(_mistake_html(m) for m in mistakes(mesh, lesson_mlp)),
         "lessons": html.escape(lessons_line(folder)),
     }
 

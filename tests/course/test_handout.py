@@ -35,12 +35,20 @@ def test_the_handout_shows_the_mesh_the_five_lines_and_three_mistakes(built):
     assert "$" not in page.replace("$env", "")  # every placeholder filled
 
 
-def test_the_five_lines_really_shard_the_kernel():
-    from course_utils import placement
+def test_the_five_lines_really_shard_the_kernel_of_lesson_03s_mlp():
+    import re
 
-    kernel = placement(five_lines(mlp).get_layer("d1").kernel)
-    assert kernel.shard_shape == (64, 256 // 4)
+    import nbformat
+
+    from course_utils import placement
+    from course_utils.course.handout import lesson_mlp
+
+    kernel = placement(five_lines(lesson_mlp).get_layer("d1").kernel)
+    assert kernel.shard_shape == (64, 128 // 4)
     assert len(kernel.devices) == 8
+    lesson = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / "03_the_2x4_example.ipynb", as_version=4)
+    build = next(c.source for c in lesson.cells if "def build_mlp" in c.source)
+    assert re.search(r"Input\(shape=\(64,\)\).*Dense\(128,.*Dense\(10,", build, re.S)  # the same model
 
 
 def test_the_mistakes_carry_the_real_messages():
