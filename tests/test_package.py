@@ -38,6 +38,15 @@ def test_a_worker_never_loads_drawing_or_course_machinery():
                                                    "course_utils.course"))]
 
 
+def test_a_worker_starts_keras_without_scikit_learn_or_pyplot_and_can_still_import_them():
+    code = ("import json, sys\nfrom course_utils import setup_process\nsetup_process(2)\nimport keras\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'matplotlib'))))\n"
+            "import sklearn.base, matplotlib\nprint('imported later')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"KERAS_BACKEND": "jax", "PATH": "/usr/bin:/bin", "COURSE_COMPILATION_CACHE": "off"})
+    assert out.stdout.splitlines() == ["[]", "imported later"], out.stderr
+
+
 def test_the_library_imports_neither_drawing_nor_machinery():
     loaded = loaded_after("\n".join(f"import course_utils.{name}" for name in LIBRARY))
     assert "matplotlib" not in loaded

@@ -26,6 +26,9 @@ import numpy as np
 
 from course_utils.devices import device_name, use_compilation_cache
 
+# Keras imports scikit-learn (for its optional scikit-learn wrappers) and pyplot (for its plotting
+# helpers) whenever they are installed: about 3 s of every worker's start, for code no worker runs.
+UNUSED_BY_WORKERS = ("sklearn", "matplotlib")
 ENV_DEVICES = "COURSE_DEVICES_PER_PROCESS"
 ENV_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
 ENV_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
@@ -64,8 +67,11 @@ class ProcessSetup:
 def setup_process(global_devices: int | None = None, *, seed: int | None = 0) -> ProcessSetup:
     """Sets up this process's devices and joins the multi-process run.
 
-    Call it first in a worker script, before anything starts JAX. Without the
-    `KERAS_DISTRIBUTION_*` variables it sets up a one-process run. Compiled
+    Call it first in a worker script, before anything starts JAX and before
+    `import keras`. Without the `KERAS_DISTRIBUTION_*` variables it sets up a
+    one-process run. It imports Keras without scikit-learn and matplotlib,
+    which Keras loads for helpers no worker uses (`UNUSED_BY_WORKERS`; the
+    script can still import them itself). Compiled
     programs are kept on disk as `setup_devices` keeps them, shared by every
     process of the run (`course_utils.devices.compilation_cache_dir`).
 
@@ -102,8 +108,7 @@ def setup_process(global_devices: int | None = None, *, seed: int | None = 0) ->
         raise RuntimeError("setup_process must run before anything starts JAX: call it first in "
                            f"the script. JAX said: {error}") from None
     use_compilation_cache()
-    import keras
-
+    keras = _import_keras_without(UNUSED_BY_WORKERS)
     if seed is not None:
         keras.utils.set_random_seed(seed)
     if os.environ.get(ENV_ADDRESSES):
@@ -117,6 +122,24 @@ def setup_process(global_devices: int | None = None, *, seed: int | None = 0) ->
                          f"{len(setup.global_devices)} ({processes} processes). Launch it with "
                          f"processes x devices per process = {global_devices}.")
     return setup
+
+
+def _import_keras_without(names: tuple[str, ...]):
+    """Imports Keras with `names` out of its reach, then gives them back.
+
+    While Keras imports, each of `names` not yet loaded reads as not installed, so Keras skips what
+    needs it (its scikit-learn wrappers and plotting helpers, unusable in this process: they say the
+    package is missing). Afterwards the script can import either as usual.
+    """
+    hidden = [name for name in names if name not in sys.modules]
+    sys.modules.update(dict.fromkeys(hidden))
+    try:
+        import keras
+    finally:
+        for name in hidden:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+    return keras
 
 
 def _devices_per_process(global_devices: int | None, processes: int) -> int:
