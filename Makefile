@@ -45,7 +45,8 @@ lab: $(BIN)/.installed
 	$(BIN)/jupyter lab --port=$(PORT) $(ROOT_FLAG) notebooks/00_start_here.ipynb
 
 test: $(BIN)/.test-installed $(BIN)/.slides-installed
-	$(BIN)/python -m pytest
+	@# the 25 slowest tests are listed at the end, so the next slow one is seen
+	$(BIN)/python -m pytest --durations=25
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m course_utils.course.bench notebooks
