@@ -130,6 +130,19 @@ def check_devices(n: int = 8) -> tuple[Finding, object]:
     return Finding("devices", f"{setup!r} ({why})"), setup
 
 
+def check_compilation_cache(setup) -> Finding:
+    """Where compiled programs are kept between runs, and how much is there."""
+    from course_utils.devices import CACHE_ENV, CACHE_LIMIT_BYTES
+
+    if setup.compilation_cache is None:
+        return Finding("compilation cache", f"off ({CACHE_ENV}=off): every run compiles again")
+    folder = Path(setup.compilation_cache)
+    kept = [p for p in folder.glob("*-cache")]
+    size = sum(p.stat().st_size for p in kept) / 2**20
+    return Finding("compilation cache", f"{folder}: {len(kept)} compiled programs, {size:,.0f} MB "
+                                        f"(at most {CACHE_LIMIT_BYTES / 2**30:g} GiB; delete the folder to start afresh)")
+
+
 def check_mesh_computation() -> Finding:
     import jax
     import numpy as np
@@ -203,6 +216,7 @@ def run(out=sys.stdout) -> int:
         device_finding, setup = check_devices()
         findings.append(device_finding)
         if setup is not None:
+            findings.append(check_compilation_cache(setup))
             findings.append(check_mesh_computation())
             findings.append(check_keras_internals())
     findings.append(check_memory())

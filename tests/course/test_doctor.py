@@ -20,6 +20,7 @@ def test_this_machine_is_ready():
     assert "8 simulated CPU devices" in out and "COURSE_PLATFORM=cpu" in out
     assert "a sharded matmul on 8 devices equals NumPy" in out
     assert "MB available" in out and out.rstrip().endswith("Ready for the course.")
+    assert "[ok ] compilation cache: " in out and "compiled programs" in out
 
 
 def test_a_forced_missing_gpu_is_a_problem_with_a_fix():
@@ -32,6 +33,12 @@ def test_another_keras_backend_is_a_problem_with_a_fix():
     result = run_doctor(KERAS_BACKEND="torch")
     assert result.returncode == 1
     assert "KERAS_BACKEND='torch'" in result.stdout and "set it to 'jax'" in result.stdout
+
+
+def test_the_cache_turned_off_is_said():
+    result = run_doctor(COURSE_PLATFORM="cpu", COURSE_COMPILATION_CACHE="off")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[ok ] compilation cache: off (COURSE_COMPILATION_CACHE=off): every run compiles again" in result.stdout
 
 
 def test_version_mismatch_and_missing_package():
