@@ -99,6 +99,9 @@ def key_entries(path: str | os.PathLike, run=None) -> list[KeyEntry]:
     """
     original = nbformat.read(path, as_version=4)
     run = run or execute(path, solutions=True, extra_cells=(VERDICTS_CELL,))
+    if run.false_claims:
+        raise RuntimeError(f"{Path(path).name} says what its solved run did not compute:\n"
+                           + "\n".join(map(str, run.false_claims)))
     verdicts = run.verdicts()
     entries = []
     for i in exercise_cells(original):
