@@ -14,6 +14,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic"
 
 
 _BUILT: dict = {}
+_BUILDING = threading.Lock()
+LESSON_WORKERS = int(os.environ.get("COURSE_TEST_LESSON_WORKERS", "2"))  # lessons run at once, in the background
 
 
 @pytest.fixture(scope="session")
@@ -59,8 +63,13 @@ def _binder_env(tmp_path_factory):
 
     Built once per session.
     """
-    if "binder" in _BUILT:
-        return _BUILT["binder"]
+    with _BUILDING:
+        if "binder" not in _BUILT:
+            _BUILT["binder"] = _build_binder_env(tmp_path_factory)
+    return _BUILT["binder"]
+
+
+def _build_binder_env(tmp_path_factory):
     version = (BINDER / "runtime.txt").read_text().strip().removeprefix("python-")
     python = shutil.which(f"python{version}")
     if python is None:  # the pins and steps are still checked, with this test run's Python
@@ -83,47 +92,109 @@ def _binder_env(tmp_path_factory):
         "display_name": "Binder's environment", "language": "python",
         "env": {"PATH": env["PATH"], "VIRTUAL_ENV": str(env_dir)}}))
     os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(home / "jupyter"), os.environ.get("JUPYTER_PATH")]))
-    _BUILT["binder"] = bin_dir, env
-    return _BUILT["binder"]
+    return bin_dir, env
 
 
 class LessonRuns:
-    """Each lesson run at most twice per session, on demand: as a learner gets it and solved.
+    """Each lesson run at most twice per session: as a learner gets it and solved.
 
     The learner's run happens in Binder's environment (`binder_env`), with the exercises
     untouched; the solved run in this environment, with every worked solution filled in. Both
     end with `VERDICTS_CELL`, so `run.verdicts()` gives every checker's verdict. Each run gets a
     temporary folder of its own as the kernel's TMPDIR (`tmpdir[stem, solved]`).
+
+    `start` queues the runs the selected tests need on `LESSON_WORKERS` background threads (each
+    run is a kernel process of its own), so the lessons execute while the other tests run; a test
+    asking for a run waits for it, or starts it when nothing queued it.
     """
 
     def __init__(self, folder: Path, binder_env):
         self.folder, self.binder_env = folder, binder_env
         self.tmpdir: dict[tuple[str, bool], Path] = {}
-        self._runs: dict[tuple[str, bool], object] = {}
+        self._futures: dict[tuple[str, bool], object] = {}
+        self._pool = ThreadPoolExecutor(LESSON_WORKERS, thread_name_prefix="lesson")
+        self._lock = threading.Lock()
+
+    def start(self, wanted) -> None:
+        """Queues runs, given as `(lesson path, solved)` pairs, in that order."""
+        for path, solved in wanted:
+            self._future(Path(path), solved)
 
     def learner(self, path):
-        return self._run(Path(path), solved=False)
+        return self._future(Path(path), False).result()
 
     def solved(self, path):
-        return self._run(Path(path), solved=True)
+        return self._future(Path(path), True).result()
 
-    def _run(self, path: Path, *, solved: bool):
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _future(self, path: Path, solved: bool):
+        key = (path.stem, solved)
+        with self._lock:
+            if key not in self._futures:
+                self._futures[key] = self._pool.submit(self._run, path, solved)
+            return self._futures[key]
+
+    def _run(self, path: Path, solved: bool):
         from course_utils.course.runner import VERDICTS_CELL, execute
 
-        key = (path.stem, solved)
-        if key not in self._runs:
-            kernel = "python3" if solved else (self.binder_env(), BINDER_KERNEL)[1]
-            tmp = self.tmpdir[key] = self.folder / f"{path.stem}-{'solved' if solved else 'learner'}"
-            tmp.mkdir()
-            self._runs[key] = execute(path, solutions=solved, extra_cells=(VERDICTS_CELL,),
-                                      kernel=kernel, env={"TMPDIR": str(tmp)})
-        return self._runs[key]
+        kernel = "python3" if solved else (self.binder_env(), BINDER_KERNEL)[1]
+        tmp = self.tmpdir[path.stem, solved] = self.folder / f"{path.stem}-{'solved' if solved else 'learner'}"
+        tmp.mkdir()
+        return execute(path, solutions=solved, extra_cells=(VERDICTS_CELL,), kernel=kernel,
+                       env={"TMPDIR": str(tmp)})
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "lesson_runs(*kinds): the test reads the session's runs of the lessons "
+                                       "('learner', 'solved'); such tests run last, their runs start first")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Tests that read lesson runs go last, and the runs they need are noted for `_start_lesson_runs`.
+
+    A test's `lesson_runs` marker names the kinds it reads ('learner', 'solved'); one that reaches
+    the runs only through `built_course` reads the learner's; one with neither gets both. A test
+    parametrized by a lesson `path` reads that lesson's runs; any other reads every lesson's.
+    """
+    from course_utils.course.runner import lessons
+
+    readers = [item for item in items if "lesson_runs" in getattr(item, "fixturenames", ())]
+    items[:] = [item for item in items if item not in readers] + readers
+    every = lessons(ROOT / "notebooks")
+    wanted = []
+    for item in readers:
+        marker = item.get_closest_marker("lesson_runs")
+        kinds = marker.args if marker else ("learner",) if "built_course" in item.fixturenames else (
+            "learner", "solved")
+        params = getattr(item, "callspec", None)
+        paths = [Path(params.params["path"])] if params and "path" in params.params else every
+        wanted += [(path, kind == "solved") for path in paths for kind in kinds]
+    # the first learner's run first (it builds Binder's environment), the solved runs beside it
+    wanted = sorted(dict.fromkeys(wanted), key=lambda pair: (not pair[1], pair[0].stem))
+    learners = [pair for pair in wanted if not pair[1]]
+    config.stash[_WANTED] = learners[:1] + [pair for pair in wanted if pair not in learners[:1]]
+
+
+_WANTED = pytest.StashKey[list]()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _start_lesson_runs(request):
+    """Queues the selected tests' lesson runs at the session's start, in the background."""
+    wanted = request.config.stash.get(_WANTED, [])
+    if wanted:
+        request.getfixturevalue("lesson_runs").start(wanted)
+    yield
 
 
 @pytest.fixture(scope="session")
 def lesson_runs(tmp_path_factory):
     """The session's runs of every lesson (`LessonRuns`); Binder's environment is built on first use."""
-    return LessonRuns(tmp_path_factory.mktemp("lesson_runs"), lambda: _binder_env(tmp_path_factory))
+    runs = LessonRuns(tmp_path_factory.mktemp("lesson_runs"), lambda: _binder_env(tmp_path_factory))
+    yield runs
+    runs.close()
 
 
 @pytest.fixture(scope="session")

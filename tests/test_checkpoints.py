@@ -167,6 +167,7 @@ def test_a_weight_the_mesh_cannot_divide_is_named(trained, tmp_path):
     assert "d1" not in message  # only the variable that does not divide
 
 
+@pytest.mark.lesson_runs("learner", "solved")
 @pytest.mark.parametrize("solved", [False, True], ids=["as a learner finds it", "solved"])
 def test_lesson_07_leaves_nothing_in_the_temporary_folder(lesson_runs, solved):
     path = Path(__file__).resolve().parents[1] / "notebooks" / "07_saving_and_resharding.ipynb"

@@ -9,6 +9,8 @@ limits (kernels are restarted at 2 GB; the course allows 1.2 GB).
 
 import subprocess
 
+import pytest
+
 from course_utils.course.runner import lessons
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
@@ -28,6 +30,7 @@ def test_the_binder_environment_has_the_pinned_stack(binder_env):
     assert out[1:] == [pins["keras"], pins["jax"]]
 
 
+@pytest.mark.lesson_runs("learner")
 def test_every_lesson_runs_in_the_binder_environment_within_memory(binder_env, lesson_runs):
     bin_dir, _ = binder_env
     runs = [lesson_runs.learner(path) for path in lessons(ROOT / "notebooks")]

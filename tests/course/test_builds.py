@@ -61,6 +61,7 @@ def test_exercise_cell_reads_the_checked_name():
         exercise_cell("answer = 3")
 
 
+@pytest.mark.lesson_runs("solved")
 def test_the_answer_key_holds_every_exercise_with_the_checkers_verdict(tmp_path, lesson_runs):
     entries = build_answer_key(ROOT / "notebooks", tmp_path, only=("01",), solved_run=lesson_runs.solved)
     expected = sorted(e for e in EXERCISES if e.startswith("01."))

@@ -52,6 +52,7 @@ def test_every_figure_of_the_text_is_claimed_and_every_claim_quotes_the_text(pat
                                  "passage under the notebook's course.given (course_utils/course/claims.py)")
 
 
+@pytest.mark.lesson_runs("learner")
 @pytest.mark.parametrize("path", LESSONS, ids=IDS)
 def test_runs_as_a_learner_finds_it(path, lesson_runs):
     run = lesson_runs.learner(path)
@@ -62,6 +63,7 @@ def test_runs_as_a_learner_finds_it(path, lesson_runs):
         assert any("image/png" in o.get("data", {}) for o in outputs), "the lesson's figures show as images"
 
 
+@pytest.mark.lesson_runs("learner", "solved")
 @pytest.mark.parametrize("solved", [False, True], ids=["as a learner finds it", "solved"])
 @pytest.mark.parametrize("path", LESSONS, ids=IDS)
 def test_every_claim_holds(path, solved, lesson_runs):
@@ -70,6 +72,7 @@ def test_every_claim_holds(path, solved, lesson_runs):
     assert len(run.claims) == len(claims_of(nbformat.read(path, as_version=4)))  # every check ran
 
 
+@pytest.mark.lesson_runs("learner")
 @pytest.mark.parametrize("path", LESSONS, ids=IDS)
 def test_every_verdict_a_cell_prints_is_claimed(path, lesson_runs):
     """A cell that prints EQUIVALENT, AGREE or their opposites carries a claim that says which."""
@@ -83,6 +86,7 @@ def test_every_verdict_a_cell_prints_is_claimed(path, lesson_runs):
     assert unclaimed_verdicts == []
 
 
+@pytest.mark.lesson_runs("solved")
 @pytest.mark.parametrize("path", LESSONS, ids=IDS)
 def test_every_solution_is_correct(path, lesson_runs):
     expected = len(exercise_cells(nbformat.read(path, as_version=4)))
