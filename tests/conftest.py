@@ -24,7 +24,7 @@ os.environ["COURSE_PLATFORM"] = "cpu"
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
 from course_utils import setup_devices  # noqa: E402
-from course_utils.devices import CACHE_ENV, compilation_cache_dir  # noqa: E402
+from course_utils.devices import CACHE_ENV  # noqa: E402
 
 SETUP = setup_devices(8)
 # Kernels and subprocesses of every environment the tests start share this one's cache.
@@ -158,7 +158,7 @@ def pytest_collection_modifyitems(session, config, items):
     the runs only through `built_course` reads the learner's; one with neither gets both. A test
     parametrized by a lesson `path` reads that lesson's runs; any other reads every lesson's.
     """
-    from course_utils.course.runner import lessons
+    from course_utils.course.transforms import lessons
 
     readers = [item for item in items if "lesson_runs" in getattr(item, "fixturenames", ())]
     items[:] = [item for item in items if item not in readers] + readers
@@ -206,7 +206,7 @@ def built_course(tmp_path_factory, lesson_runs):
         (the build folder, its index page).
     """
     from course_utils.course import render
-    from course_utils.course.runner import lessons
+    from course_utils.course.transforms import lessons
 
     out = tmp_path_factory.mktemp("course_build")
     runs = [lesson_runs.learner(path) for path in lessons(ROOT / "notebooks")]

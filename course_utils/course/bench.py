@@ -12,7 +12,8 @@ import json
 import os
 import sys
 
-from course_utils.course.runner import execute, lessons
+from course_utils.course.runner import execute
+from course_utils.course.transforms import lessons
 
 LESSON_SECONDS, SERIES_SECONDS, KERNEL_MB = 20, 180, 800
 

@@ -24,8 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.course.builds import exercise_cell, teacher_only
-from course_utils.course.runner import exercise_cells, lessons, solution_for
+from course_utils.course.transforms import exercise_cell, exercise_cells, lessons, solution_for, teacher_only
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 CONFIG = '''\

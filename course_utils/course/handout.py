@@ -18,7 +18,7 @@ import textwrap
 from pathlib import Path
 from string import Template
 
-from course_utils.course.builds import print_pdf
+from course_utils.course.pdf import print_pdf
 
 TEMPLATE = Path(__file__).parent / "templates" / "handout" / "handout.html"
 PAPERS = {"handout.pdf": "A4", "handout-letter.pdf": "letter"}
@@ -92,7 +92,7 @@ def lessons_line(folder: str | os.PathLike) -> str:
     import nbformat
 
     from course_utils.course.render import lesson_title
-    from course_utils.course.runner import lessons
+    from course_utils.course.transforms import lessons
 
     titles = [lesson_title(nbformat.read(path, as_version=4)).split(":")[0].replace(" · ", " ", 1)
               for path in lessons(folder)]

@@ -170,7 +170,8 @@ def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = Tr
     Raises:
         RuntimeError: A lesson's text states something its run did not compute (a false claim).
     """
-    from course_utils.course.runner import execute, lessons
+    from course_utils.course.runner import execute
+    from course_utils.course.transforms import lessons
 
     def runs():
         for path in lessons(folder):

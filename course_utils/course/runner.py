@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
-EXERCISE_TAG = "exercise"
-_SOLUTION = re.compile(r"<details>.*?```python\n(.*?)```.*?</details>", re.S)
+from course_utils.course.transforms import with_solutions
+
 _MARK = "COURSE_PEAK_RSS="
 _PROBE = (
     "import resource as _r, sys as _s\n"
@@ -70,37 +69,6 @@ class LessonRun:
     def false_claims(self) -> list:
         """The claims whose check did not hold, each naming its passage and what was found."""
         return [v for v in self.claims if not v.holds]
-
-
-def lessons(folder: str | os.PathLike = "notebooks") -> list[Path]:
-    """The lessons of the series, in order (files named `NN_*.ipynb`)."""
-    return sorted(p for p in Path(folder).glob("[0-9][0-9]_*.ipynb"))
-
-
-def solution_for(notebook, index: int) -> str:
-    """The worked solution of the exercise cell at `index`."""
-    following = notebook.cells[index + 1] if index + 1 < len(notebook.cells) else None
-    found = _SOLUTION.search(following.source) if following and following.cell_type == "markdown" else None
-    if found is None:
-        raise ValueError(
-            f"Exercise cell {index} has no solution: the next cell must be markdown with a "
-            f"<details> block holding a ```python block."
-        )
-    return found.group(1)
-
-
-def exercise_cells(notebook) -> list[int]:
-    """Indexes of the exercise cells."""
-    return [i for i, c in enumerate(notebook.cells)
-            if c.cell_type == "code" and EXERCISE_TAG in c.metadata.get("tags", [])]
-
-
-def with_solutions(notebook):
-    """A copy of the notebook whose exercise cells hold their worked solutions."""
-    filled = nbformat.from_dict(json.loads(json.dumps(notebook)))
-    for i in exercise_cells(filled):
-        filled.cells[i].source = solution_for(notebook, i)
-    return filled
 
 
 def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tuple[str, ...] = (),

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from course_utils.course.runner import lessons
+from course_utils.course.transforms import lessons
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 BINDER = ROOT / "binder"

@@ -6,10 +6,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils.course.builds import (build_answer_key, build_student, exercise_cell, pdf_pages,
-                                        student_notebook)
+from course_utils.course.answer_key import build_answer_key
+from course_utils.course.pdf import pdf_pages
+from course_utils.course.transforms import build_student, exercise_cell, student_notebook
 from course_utils.course.exercises import EXERCISES
-from course_utils.course.runner import exercise_cells, lessons, solution_for
+from course_utils.course.transforms import exercise_cells, lessons, solution_for
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = lessons(ROOT / "notebooks")

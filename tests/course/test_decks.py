@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.course.runner import lessons
+from course_utils.course.transforms import lessons
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-artifacts" / "decks"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.course.builds import pdf_pages
+from course_utils.course.pdf import pdf_pages
 from course_utils.course.handout import build_handout, five_lines, handout_parts, mistakes
 from course_utils.models import mlp
 

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from course_utils.course.claims import claims_of, unclaimed, unquoted
-from course_utils.course.runner import exercise_cells, lessons, solution_for
+from course_utils.course.transforms import exercise_cells, lessons, solution_for
 
 LESSONS = lessons("notebooks")
 IDS = [p.stem for p in LESSONS]

@@ -53,7 +53,7 @@ def test_every_lesson_with_exercises_ends_them_with_its_progress_cell():
 
     import nbformat
 
-    from course_utils.course.runner import exercise_cells, lessons
+    from course_utils.course.transforms import exercise_cells, lessons
 
     for path in lessons(Path(__file__).resolve().parents[2] / "notebooks"):
         notebook = nbformat.read(path, as_version=4)

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from course_utils.course import render
-from course_utils.course.runner import lessons
+from course_utils.course.transforms import lessons
 
 ROOT = Path(__file__).resolve().parents[2]
 
