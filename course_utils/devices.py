@@ -145,10 +145,14 @@ def compilation_cache_dir() -> Path | None:
 def use_compilation_cache() -> Path | None:
     """Turns JAX's persistent compilation cache on in `compilation_cache_dir()`; returns the folder.
 
-    Every compiled program is kept, however quick its compile. The key of a
-    program includes its metadata (layer names), so a report that reads them
-    never sees another model's. A size limit turns on JAX's file lock, so
-    several processes (lesson 06's workers) can share the folder.
+    Every compiled program is kept, however quick its compile. A program's
+    key includes its metadata (the layer names, which a report of its
+    collectives reads), so a cached program always carries the names of the
+    model that asked for it. The source files in that metadata are written
+    without the parts that change from one kernel or environment to the next
+    (`SOURCE_FILE_CHANGES`), so a lesson run again, in another kernel or
+    another environment, finds its programs. A size limit turns on JAX's file
+    lock, so several processes (lesson 06's workers) can share the folder.
     """
     folder = compilation_cache_dir()
     if folder is None:
@@ -160,12 +164,15 @@ def use_compilation_cache() -> Path | None:
                         ("jax_persistent_cache_min_compile_time_secs", 0.0),
                         ("jax_persistent_cache_min_entry_size_bytes", -1),
                         ("jax_compilation_cache_include_metadata_in_key", True),
-                        # a location is then one line of Keras, not a traceback through the
-                        # notebook's cells, whose file names change with every kernel
-                        ("jax_include_full_tracebacks_in_locations", False),
+                        ("jax_hlo_source_file_canonicalization_regex", SOURCE_FILE_CHANGES),
                         ("jax_compilation_cache_max_size", CACHE_LIMIT_BYTES)):
         jax.config.update(name, value)
     return folder
+
+
+# What differs between two runs of the same code in a compiled program's source-file metadata: where
+# the environment's packages are installed, and the folder (named by process id) of a kernel's cells.
+SOURCE_FILE_CHANGES = r"^.*/(?:site-packages|dist-packages|ipykernel_\d+)/"
 
 
 def current_setup() -> DeviceSetup | None:
