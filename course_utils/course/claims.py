@@ -160,13 +160,15 @@ _verdicts: list[Verdict] = []
 
 def verify(cell: int, says: str, check: str, evaluate, *, sides=None) -> None:
     """Evaluates one check in the lesson's kernel and records its verdict (never raises)."""
+    import numpy as np
+
     try:
         value = evaluate()
-        holds = value is True or (type(value).__name__ == "bool_" and bool(value))
-        found = "" if holds else (f"is {value!r:.300}" if isinstance(value, bool) or
-                                  type(value).__name__ == "bool_" else
+        verdict = isinstance(value, (bool, np.bool_))
+        holds = verdict and bool(value)
+        found = "" if holds else (f"is {bool(value)}" if verdict else
                                   f"gives {type(value).__name__} {value!r:.200}, not True or False")
-        if not holds and sides is not None and isinstance(value, bool):
+        if not holds and verdict and sides is not None:
             left, right = (_shown(side) for side in sides)
             found = f"is False: the left side is {left}, the right side {right}"
     except Exception as error:  # a check that raises is a claim that does not hold

@@ -55,13 +55,14 @@ def test_checks_run_after_their_cell_and_say_what_was_found(tmp_path):
         ("Six times seven", "x == 43"),
         ("a list", "[x]"),
         ("is not a verdict", "undefined_name > 1"),
+        ("Six times seven is", "__import__('numpy').int64(x) == 42"),  # a NumPy bool is a verdict too
     ])
     notebook.cells.append(new_code_cell("x = 0"))
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path = tmp_path / "lesson.ipynb"
     nbformat.write(notebook, path)
     run = execute(path)
-    assert [v.holds for v in run.claims] == [True, False, False, False]
+    assert [v.holds for v in run.claims] == [True, False, False, False, True]
     found = [v.found for v in run.false_claims]
     assert found[0] == "is False: the left side is 42, the right side 43"
     assert found[1] == "gives list [42], not True or False"
