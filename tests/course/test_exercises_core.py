@@ -37,7 +37,7 @@ def test_a_checker_that_raises_says_not_yet():
     assert "Received: 42 (type int)" in verdict.message and "exercise cell's comment" in verdict.message
 
 
-def test_an_answer_in_the_wrong_form_names_the_form_expected():
+def test_an_answer_in_the_wrong_form_gets_a_hint_naming_the_form_and_what_was_received():
     verdict = check("99.3", "4x2")
     assert verdict.status == "not yet"
     assert verdict.message.startswith("Hint: This exercise needs a mesh shape as a tuple (data size, model size), "
@@ -91,7 +91,7 @@ def test_every_lesson_exercise_says_what_form_of_answer_it_reads():
     assert len(lessons) >= 24 and [e.id for e in lessons if not e.form] == []
 
 
-def test_an_answer_in_the_wrong_form_names_the_form_expected():
+def test_a_lesson_checker_names_the_form_it_reads():
     verdict = check("03.3", "4x2")
     assert verdict.status == "not yet"
     assert "a mesh shape as a tuple (data size, model size), e.g. (4, 2)" in verdict.message
