@@ -130,6 +130,35 @@ def test_compiled_programs_are_cached_on_disk_and_change_no_result(tmp_path):
     assert cold["losses"] == warm["losses"] and cold["weights"] == warm["weights"]  # bit for bit
 
 
+_REPORT_LAYERS = (
+    "import json, sys\n"
+    "from course_utils import setup_devices, communication_report, make_layout_map, make_mesh\n"
+    "setup_devices(8, platform='cpu')\n"
+    "import keras\n"
+    "from keras import distribution\n"
+    "first, second = sys.argv[1:]\n"
+    "mp = distribution.ModelParallel(layout_map=make_layout_map(make_mesh((2, 4), ('data', 'model')), {\n"
+    "    f'.*{first}/kernel': (None, 'model'), f'.*{second}/kernel': ('model', None)}), batch_dim_name='data')\n"
+    "with mp.scope():\n"
+    "    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, name=first),\n"
+    "                              keras.layers.Dense(4, name=second)], name='net')\n"
+    "    model.compile(optimizer='adam', loss='mse')\n"
+    "print(json.dumps(sorted({r['layer'] for r in communication_report(model, mp, (8, 16)).by_layer().rows})))\n"
+)
+
+
+def test_a_cached_program_never_lends_another_models_layer_names_to_a_report(tmp_path):
+    env = {"COURSE_COMPILATION_CACHE": str(tmp_path), "COURSE_PLATFORM": "cpu"}
+    run = lambda *names: subprocess.run([sys.executable, "-c", _REPORT_LAYERS, *names], capture_output=True,
+                                        text=True, env={**os.environ, **env}, timeout=300)
+    alpha = run("alpha_in", "alpha_out")
+    beta = run("beta_in", "beta_out")  # the same program but for its names
+    assert alpha.returncode == 0 and beta.returncode == 0, alpha.stderr + beta.stderr
+    assert any("alpha_in" in layer for layer in json.loads(alpha.stdout.splitlines()[-1]))
+    layers = json.loads(beta.stdout.splitlines()[-1])
+    assert any("beta_in" in layer for layer in layers) and not any("alpha" in layer for layer in layers)
+
+
 def test_the_cache_can_be_turned_off_and_lives_per_environment_outside_the_repository(tmp_path):
     code = "from course_utils import setup_devices; print(setup_devices(2, platform='cpu').compilation_cache)"
     off = run_python(code, COURSE_COMPILATION_CACHE="off")
