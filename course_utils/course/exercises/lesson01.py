@@ -46,21 +46,45 @@ def four_by_two_mesh(answer):
 
 
 @exercise("01.3", "List every 3-D mesh shape of 8 devices whose first axis has size 2.",
-          form='a list of mesh shapes, each a tuple of three whole numbers, e.g. [(2, 2, 2), ...]')
+          form="a list of mesh shapes, each a tuple of three whole numbers, e.g. [(1, 2, 4), ...]")
 def three_d_shapes(answer):
-    """Compares the set of shapes with mesh_shapes(8, ndim=3) filtered on the first axis."""
+    """Compares the set of shapes with mesh_shapes(8, ndim=3) filtered on the first axis.
+
+    The hints say what is off and where to look, never which shapes are missing.
+    """
     from course_utils.mesh import mesh_shapes
 
     expected = {s for s in mesh_shapes(8, ndim=3) if s[0] == 2}
+    if isinstance(answer, tuple) and answer and all(isinstance(n, int) for n in answer):
+        return f"{answer} is one shape; give a list of every such shape, each a tuple of three sizes."
     try:
         given = {tuple(int(n) for n in s) for s in answer}
     except TypeError:
-        return "Give a list of shapes, each a tuple of three sizes, like [(2, 1, 4), ...]."
-    wrong = sorted(s for s in given if len(s) != 3 or s[0] != 2 or s[0] * s[1] * s[2] != 8)
+        return "Give a list of shapes: a list whose items are tuples of three whole numbers."
+    wrong = sorted(given - expected)
     if wrong:
-        return f"{wrong} {'is' if len(wrong) == 1 else 'are'} not 3-D shapes of 8 devices starting with 2."
-    missing = len(expected - given)
+        more = f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else ""
+        return f"Not a 3-D shape of 8 devices starting with 2: {'; '.join(_why_not(s) for s in wrong[:3])}{more}."
+    missing = expected - given
+    if not given:
+        return "The list is empty: give every 3-D shape of 8 devices whose first size is 2."
     if missing:
-        return (f"{missing} shape{'s are' if missing > 1 else ' is'} missing. Axes of size 1 count too, "
-                f"and their order matters: (2, 1, 4) and (2, 4, 1) are different meshes.")
+        count = f"{len(missing)} shape{'s are' if len(missing) > 1 else ' is'} missing."
+        if any(1 in s for s in missing) and not any(1 in s for s in given):
+            return f"{count} Axes of size 1 count too: along such an axis nothing is split, but it is still an axis."
+        swapped = next((s for s in sorted(given) if (s[0], s[2], s[1]) in missing), None)
+        if swapped:
+            return f"{count} You have {swapped}; the same sizes in another order make a different mesh."
+        return f"{count} The second and third sizes multiply to 4: try each whole number that divides 4 as the second."
     return None
+
+
+def _why_not(shape: tuple[int, ...]) -> str:
+    """Why one shape is not a 3-D mesh of 8 devices starting with 2."""
+    import math
+
+    if len(shape) != 3:
+        return f"{shape} has {len(shape)} size{'s' * (len(shape) != 1)}, not 3"
+    if shape[0] != 2:
+        return f"{shape} starts with {shape[0]}, not 2"
+    return f"{shape} uses {math.prod(shape)} devices, not 8"

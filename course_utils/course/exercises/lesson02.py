@@ -42,24 +42,41 @@ def batch_shard_shape(answer):
 @exercise("02.2", "Choose the TensorLayout axes that split a (32, 64) kernel's columns over 'model' on a 2 x 4 mesh.",
           form="a tuple with one entry per kernel dimension, each an axis name or None, e.g. (None, 'data')")
 def kernel_columns(answer):
-    """Builds the learner's layout and compares its blocks with the column split's."""
+    """Builds the learner's layout and compares its blocks with the column split's.
+
+    A layout shorter than the kernel's rank is valid: JAX leaves the missing trailing dimensions
+    whole, so ("model",) is judged as the ("model", None) it becomes, and the hint says so.
+    """
     from keras import distribution
 
-    from course_utils.placements import planned_placement
+    from course_utils.placements import layout_errors, planned_placement
 
     if isinstance(answer, str) or not isinstance(answer, (tuple, list)):
         return "Give a tuple with one entry per kernel dimension, each an axis name or None."
     mesh = _mesh_2x4()
+    errors = layout_errors((32, 64), tuple(answer), dict(zip(mesh.axis_names, mesh.shape)))
+    if errors:
+        return f"{tuple(answer)} cannot lay out a (32, 64) kernel: {errors[0]}"
     given = planned_placement((32, 64), distribution.TensorLayout(tuple(answer), mesh))
     expected = planned_placement((32, 64), distribution.TensorLayout((None, "model"), mesh))
     if given.blocks == expected.blocks:
         return None
-    if given.dim_axes[0]:
-        rows = "+".join(given.dim_axes[0])
-        return f"Your layout splits the rows (dimension 0) over '{rows}'; columns are dimension 1."
-    if given.dim_axes[1] != ("model",):
-        cols = "+".join(given.dim_axes[1]) or "no axis"
-        return f"Your layout splits the columns over '{cols}'; split them over 'model'."
+    hint = _columns_hint(given.dim_axes)
+    if len(answer) < 2:
+        padded = tuple(a[0] if len(a) == 1 else (a or None) for a in given.dim_axes)
+        return (f"{tuple(answer)} has {len(answer)} entr{'y' if len(answer) == 1 else 'ies'} for a 2-D kernel. That is "
+                f"allowed: Keras and JAX pad a short layout with None at the end, so yours reads {padded}. {hint}")
+    return hint
+
+
+def _columns_hint(dim_axes) -> str:
+    """What a (32, 64) kernel's layout does with its rows and columns, and what to change."""
+    if dim_axes[0]:
+        return f"Your layout splits the rows (dimension 0) over '{'+'.join(dim_axes[0])}'; columns are dimension 1."
+    if not dim_axes[1]:
+        return "Your layout leaves the columns (dimension 1) whole; split them over 'model'."
+    if dim_axes[1] != ("model",):
+        return f"Your layout splits the columns over '{'+'.join(dim_axes[1])}'; split them over 'model'."
     return "Split dimension 1 over 'model' and leave dimension 0 whole (None)."
 
 
