@@ -52,12 +52,19 @@ def draw_block(scene: Scene, p: Placement, holders, rect, colors: MeshColors, *,
         label.draw(scene, (x + w / 2, y + h / 2), colors, face)
 
 
+def front_card(rect, copies: int) -> tuple:
+    """The front card of a block of `copies` copies drawn in `rect`: the block, less the stack behind it."""
+    x, y, w, h = rect
+    behind = min(copies - 1, 2)
+    return (x, y, w - behind * min(0.06 * w, 0.08), h - behind * min(0.06 * h, 0.08))
+
+
 def _draw_stack(scene: Scene, rect, copies: int) -> tuple:
     """A pale card with one or two cards behind it, up and to the right, inside the block; returns the front card."""
     x, y, w, h = rect
     step_x, step_y = min(0.06 * w, 0.08), min(0.06 * h, 0.08)
     behind = min(copies - 1, 2)
-    front = (x, y, w - behind * step_x, h - behind * step_y)
+    front = front_card(rect, copies)
     for k in reversed(range(behind + 1)):
         scene.box(x + k * step_x, y + k * step_y, *front[2:], face=COPY_COLOR, edge="#222222", linewidth=0.9,
                   gid=COPIES_GID if k else None, z=1 + 0.1 * (behind - k))

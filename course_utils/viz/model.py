@@ -3,7 +3,9 @@
 A real model has dozens of weights: `draw_model` draws them a page at a
 time (12 panels by default) at a size that stays readable on a projector,
 never shrinking the panels to fit more. Titles wrap at '/' so long paths
-never run into a neighbouring panel.
+never run into a neighbouring panel. A 2-D panel keeps its tensor's
+proportions wherever its blocks keep their labels; one that cannot is drawn
+squashed, and its title says "not to scale" and the real proportions.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from course_utils.layout import LayoutReport, explain_layout
 from course_utils.viz.bars import bytes_bars, memory_bars, memory_by_bars
 from course_utils.viz.canvas import Scene, line_height, to_figure
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
-from course_utils.viz.placement import draw_panel, legend, panel_views, placement_colors, undrawn, view_ratio
+from course_utils.viz.placement import (draw_panel, legend, panel_views, placement_colors, scale_note, scaled_panel,
+                                        undrawn)
 
 COLUMNS = 4
 PANEL = (MAX_WIDTH - 0.6) / COLUMNS  # inches per column of panels
@@ -62,7 +65,7 @@ def model_scene(report, distribution=None, *, page: int = 0, per_page: int = PER
     more = f", page {page + 1} of {pages}: draw_model(..., page={page + 1}) shows the next" if page + 1 < pages else ""
     heading = wrap(f"{name}{report.title}: {span}{more}", chars_across(width, FONT + 1))
     copies = any(row.placement.replication > 1 for row in shown)
-    caption = wrap(legend(shown[0].placement, colors, copies=copies), chars_across(width, SMALL))
+    caption = wrap(f"{legend(shown[0].placement, colors, copies=copies)}\n{SCALE_RULE}", chars_across(width, SMALL))
     panels = [_panel(row) for row in shown]
     layout = _Layout(width, heading, caption, panels, 2.2 if bytes_chart or memory is not None else 0.0)
     scene = Scene(width, layout.height)
@@ -81,15 +84,19 @@ def model_scene(report, distribution=None, *, page: int = 0, per_page: int = PER
 
 MAX_RATIO = 0.8  # panels at most this tall for their width: a page of 12 fits a slide
 LINE = line_height(SMALL)  # inches per line of SMALL text
+BLOCKS = PANEL - 0.45  # inches across a panel's blocks at most (the rest: its row label)
+SCALE_RULE = "A 2-D panel keeps its tensor's proportions (rows : columns) unless it says 'not to scale'."
 
 
 def _panel(row) -> tuple:
-    """(view, title, height / width) of one variable's panel; the title names every dimension not drawn."""
-    view = panel_views(row.placement)[0]
-    title = wrap(row.path, chars_across(PANEL - 0.45, SMALL)) + f"\n{row.shape} -> {row.shard_shape} per device"
-    notes = undrawn(row.placement, view)
-    return view, title + (f"\n{wrap(notes, chars_across(PANEL - 0.45, SMALL))}" if notes else ""), \
-        view_ratio(row.placement, view, MAX_RATIO)
+    """(view, title, (width, height)) of one variable's panel: drawn to scale where every block still
+    names its holders; the title names every dimension not drawn, and says when it is not to scale."""
+    p = row.placement
+    view = panel_views(p)[0]
+    width, height, to_scale = scaled_panel(p, view, (BLOCKS, MAX_RATIO * BLOCKS), compact=True)
+    notes = "\n".join(n for n in (undrawn(p, view), "" if to_scale else scale_note(p, view)) if n)
+    title = wrap(row.path, chars_across(BLOCKS, SMALL)) + f"\n{row.shape} -> {row.shard_shape} per device"
+    return view, title + (f"\n{wrap(notes, chars_across(BLOCKS, SMALL))}" if notes else ""), (width, height)
 
 
 class _Layout:
@@ -103,20 +110,16 @@ class _Layout:
         self.bottom = 0.2 + LINE * (caption.count("\n") + 1)
         self.rows = [panels[i:i + COLUMNS] for i in range(0, len(panels), COLUMNS)]
         self.titles = [max(t.count("\n") + 1 for _, t, _ in r) * LINE + 0.1 for r in self.rows]
-        self.heights = [max(ratio for _, _, ratio in r) * self.panel for r in self.rows]
+        self.heights = [max(size[1] for _, _, size in r) for r in self.rows]
         body = sum(self.titles) + sum(self.heights) + len(self.rows) * self.GAP_Y
         self.height = self.top + body + (chart + 0.5 if chart else 0) + self.bottom
 
-    @property
-    def panel(self) -> float:
-        """Width of a panel's blocks, inches."""
-        return PANEL - self.LABEL - 0.15
-
     def rect(self, i: int) -> tuple:
+        """(left, bottom, width, height) of panel i's blocks, inches: at the top left of its cell."""
         r, c = divmod(i, COLUMNS)
-        h = self.rows[r][c][2] * self.panel
+        w, h = self.rows[r][c][2]
         top = self.top + sum(self.titles[:r + 1]) + sum(self.heights[:r]) + r * self.GAP_Y
-        return (self.LEFT + self.LABEL + c * PANEL, self.height - top - h, self.panel, h)
+        return (self.LEFT + self.LABEL + c * PANEL, self.height - top - h, w, h)
 
     def chart_rect(self) -> tuple:
         """(left, bottom, width, height) of the chart below the panels, in inches."""

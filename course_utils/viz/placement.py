@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from course_utils.placements import Placement, placement, planned_placement
-from course_utils.viz.blocks import MINI_MESH_MAX, draw_block
+from course_utils.viz.blocks import MINI_MESH_MAX, draw_block, fit_label, front_card, holder_names
 from course_utils.viz.canvas import Scene, line_height, text_size, to_figure
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
 from course_utils.viz.palette import MeshColors, mesh_colors
@@ -62,7 +62,7 @@ def placement_scene(x, *, title: str | None = None, max_ratio: float = 6.0) -> S
     ticks = [(tick_labels(p, v, v.row_dim), tick_labels(p, v, v.col_dim)) for v in views]
     left = max(_left_room(row_ticks) for row_ticks, _ in ticks)
     panel = min(slot - left - 0.25, 4.6 / ratio)  # width of a panel's blocks, inches
-    notes = [wrap(undrawn(p, v), chars_across(slot - 0.2, SMALL)) for v in views]
+    notes = [wrap(_notes(p, v, max_ratio), chars_across(slot - 0.2, SMALL)) for v in views]
     xlabels = [wrap(dim_label(p, v.col_dim), chars_across(panel + 0.4, FONT)) for v in views]
     heading = wrap(title or placement_title(p), chars_across(width, FONT + 1))
     caption = wrap(legend(p, colors), chars_across(width, SMALL))
@@ -98,10 +98,7 @@ def draw_panel(scene: Scene, rect, p: Placement, view: View, colors: MeshColors,
     x, y, w, h = rect
     rows = p.shape[view.row_dim] if view.row_dim is not None else 1
     cols = p.shape[view.col_dim] if view.col_dim is not None else 1
-    for block in view.blocks:
-        r0, r1 = block.index[view.row_dim] if view.row_dim is not None else (0, 1)
-        c0, c1 = block.index[view.col_dim] if view.col_dim is not None else (0, 1)
-        box = (x + w * c0 / cols, y + h * (1 - r1 / rows), w * (c1 - c0) / cols, h * (r1 - r0) / rows)
+    for block, box in block_boxes(p, view, rect):
         draw_block(scene, p, block.devices, box, colors, compact=compact)
     row_ticks, col_ticks = ticks
     for position, label in col_ticks:
@@ -115,11 +112,74 @@ def draw_panel(scene: Scene, rect, p: Placement, view: View, colors: MeshColors,
     font = SMALL if compact else FONT
     row_label, col_label = labels or (dim_label(p, view.row_dim) if view.row_dim is not None else "",
                                       dim_label(p, view.col_dim))
-    scene.text(x + w / 2, y - 0.07 - (line_height(SMALL) if col_ticks else 0), col_label, font, va="top")
+    below = y - 0.07 - (line_height(SMALL) if col_ticks else 0)
+    narrow = compact and text_size(col_label, font)[0] > w  # a narrow panel: its label starts at its left edge
+    scene.text(x if narrow else x + w / 2, below, col_label, font, ha="left" if narrow else "center", va="top")
     tick_width = max((text_size(label, SMALL)[0] for _, label in row_ticks), default=0.0)
     scene.text(x - 0.09 - tick_width - (0.04 if row_ticks else 0), y + h / 2, row_label, font, rotation=90,
                va="bottom")
     scene.text(x, y + h + 0.06, title, SMALL, ha="left", va="bottom")
+
+
+def block_boxes(p: Placement, view: View, rect) -> list[tuple]:
+    """(block, (left, bottom, width, height)) of every block of `view` drawn in `rect` (inches)."""
+    x, y, w, h = rect
+    rows = p.shape[view.row_dim] if view.row_dim is not None else 1
+    cols = p.shape[view.col_dim] if view.col_dim is not None else 1
+    boxes = []
+    for block in view.blocks:
+        r0, r1 = block.index[view.row_dim] if view.row_dim is not None else (0, 1)
+        c0, c1 = block.index[view.col_dim] if view.col_dim is not None else (0, 1)
+        boxes.append((block, (x + w * c0 / cols, y + h * (1 - r1 / rows), w * (c1 - c0) / cols, h * (r1 - r0) / rows)))
+    return boxes
+
+
+def label_marks(p: Placement, view: View, size, *, compact: bool) -> list[tuple[bool, bool]]:
+    """(small mesh shown, every holder named) in each block of `view`, its panel drawn `size` (width, height) inches."""
+    marks = []
+    for block, (_, _, w, h) in block_boxes(p, view, (0.0, 0.0, *size)):
+        label = fit_label(p, block.devices, front_card((0.0, 0.0, w, h), len(block.devices))[2:], compact)
+        names = holder_names(block.devices).split(", ")
+        marks.append((label is not None and label.grid is not None,
+                      label is not None and all(name in label.text for name in names)))
+    return marks
+
+
+def true_ratio(p: Placement, view: View) -> float | None:
+    """Height / width of the tensor as `view` draws it (rows / columns); None for a 1-D or scalar panel."""
+    if view.row_dim is None:
+        return None
+    return p.shape[view.row_dim] / max(p.shape[view.col_dim], 1)
+
+
+def scaled_panel(p: Placement, view: View, box, *, compact: bool, steps: int = 10) -> tuple[float, float, bool]:
+    """(width, height, to scale) of a panel's blocks that fits in `box` (width, height) inches.
+
+    The tensor's own proportions when every block still shows all it shows
+    in the whole box (its small mesh, its holders' names); else the nearest
+    proportions that do, on the way to the box's, not to scale. A 1-D panel
+    is a strip the box's width: only its length is drawn.
+    """
+    width, height = box
+    ratio = true_ratio(p, view)
+    if ratio is None:
+        return width, min(0.25 * width, height), True
+    best = label_marks(p, view, box, compact=compact)
+    for t in np.linspace(1.0, 0.0, steps + 1):  # t = 1: the tensor's proportions; t = 0: the box's
+        r = ratio ** t * (height / width) ** (1 - t)
+        w = min(width, height / r)
+        marks = label_marks(p, view, (w, w * r), compact=compact)
+        if all(g >= best_g and n >= best_n for (g, n), (best_g, best_n) in zip(marks, best)):
+            return w, w * r, bool(np.isclose(r, ratio))
+    return width, height, bool(np.isclose(height / width, ratio))
+
+
+def scale_note(p: Placement, view: View) -> str:
+    """'not to scale (really 12.8x taller)', for a panel drawn in other proportions than its tensor's."""
+    ratio = true_ratio(p, view)
+    if ratio >= 1:
+        return f"not to scale (really {ratio:.3g}\u00d7 taller)"
+    return f"not to scale (really {1 / ratio:.3g}\u00d7 wider)"
 
 
 def tick_labels(p: Placement, view: View, dim) -> list[tuple[int, str]]:
@@ -130,6 +190,13 @@ def tick_labels(p: Placement, view: View, dim) -> list[tuple[int, str]]:
     step = math.ceil(len(edges) / MAX_TICKS)
     kept = edges[::step] if edges[::step][-1] == edges[-1] else edges[::step][:-1] + [edges[-1]]
     return [(e, str(e)) for e in kept]
+
+
+def _notes(p: Placement, view: View, max_ratio: float) -> str:
+    """What a panel of `draw_placement` does not show as it is: dimensions not drawn, proportions squashed."""
+    ratio = true_ratio(p, view)
+    squashed = ratio is not None and not np.isclose(view_ratio(p, view, max_ratio), ratio)
+    return "\n".join(n for n in (undrawn(p, view), scale_note(p, view) if squashed else "") if n)
 
 
 def _left_room(row_ticks) -> float:

@@ -127,6 +127,56 @@ def test_draw_model_takes_a_report_and_pages_instead_of_shrinking():
         draw_model(report, page=2)
 
 
+def _mlp_under_megatron():
+    from course_utils.models import mlp, mlp_rules
+    from course_utils.widgets.model import built_under
+
+    dist = distribution.ModelParallel(layout_map=make_layout_map(MESH, mlp_rules()), batch_dim_name="data")
+    keras.utils.set_random_seed(0)
+    return built_under(mlp(hidden=128), dist), dist  # lesson 03's MLP: d1 (64, 128), d2 (128, 10)
+
+
+def test_draw_model_draws_a_panel_to_scale_or_says_it_is_not():
+    from course_utils.viz.model import BLOCKS, MAX_RATIO, SCALE_RULE, _panel
+
+    model, dist = _mlp_under_megatron()
+    rows = {r.path: r for r in explain_layout(model, dist).rows}
+    view, title, (w, h) = _panel(rows["mlp/d1/kernel"])
+    assert h / w == pytest.approx(64 / 128) and "not to scale" not in title  # wide enough to draw as it is
+    view, title, (w, h) = _panel(rows["mlp/d2/kernel"])
+    assert "not to scale (really 12.8\u00d7 taller)" in title  # 128 x 10 would leave no room for the names
+    assert h > w and h <= MAX_RATIO * BLOCKS + 1e-9  # still taller than wide, and within a panel's box
+    fig = draw_model(model, dist)
+    assert "not to scale (really 12.8\u00d7 taller)" in texts(fig) and " ".join(SCALE_RULE.split()) in words(fig)
+    assert words(fig).count("not to scale (really") == 1
+    assert_projected_legibly(fig)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    boxes = [t.get_window_extent(canvas.get_renderer()) for t in fig.texts if t.get_text()]
+    assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
+
+
+def test_a_panel_drawn_to_scale_keeps_every_mark_it_shows_in_the_whole_box():
+    from course_utils.viz.placement import label_marks, panel_views, scaled_panel
+
+    box = (2.65, 2.12)
+    for shape, axes, to_scale in [((64, 128), (None, "model"), True), ((64, 64), ("model", None), True),
+                                  ((128, 10), ("model", None), False), ((4, 64), ("model", "data"), False)]:
+        p = planned_placement(shape, TensorLayout(axes, MESH))
+        view = panel_views(p)[0]
+        w, h, scaled = scaled_panel(p, view, box, compact=True)
+        assert scaled == to_scale, shape
+        assert w <= box[0] + 1e-9 and h <= box[1] + 1e-9
+        assert label_marks(p, view, (w, h), compact=True) == label_marks(p, view, box, compact=True)
+        assert (h > w) == (shape[0] > shape[1])  # squashed or not, a tall tensor is drawn tall
+
+
+def test_draw_placement_says_when_it_squashes_a_long_tensor():
+    assert "not to scale (really 64\u00d7 taller)" in texts(draw_placement(
+        planned_placement((640, 10), TensorLayout(("model", None), MESH))))
+    assert "not to scale" not in texts(draw_placement(planned_placement((32, 64), TensorLayout((None, "model"), MESH))))
+
+
 def test_long_paths_of_a_real_model_never_collide():
     keras_hub = pytest.importorskip("keras_hub")
     mesh = make_mesh((2, 4), ("batch", "model"))
