@@ -16,6 +16,8 @@ def draw_process_mesh(ownership: ProcessOwnership) -> Figure:
 
     Each cell names its device and its process, so the colour is never the
     only mark; beyond 4 processes cells are grey and the names alone tell them apart.
+    Colours here stand for processes, not devices (every other figure gives each
+    device its own colour), and the figure says so under the mesh.
     """
     owner, position = np.asarray(ownership.owner), np.asarray(ownership.position)
     if owner.ndim > 2:
@@ -41,7 +43,9 @@ def draw_process_mesh(ownership: ProcessOwnership) -> Figure:
     processes = int(owner.max()) + 1
     fig.suptitle(f"Mesh {ownership.mesh_shape} {ownership.axis_names} over {processes} processes",
                  fontsize=FONT + 1)
-    rule = "colour = owning process" if processes <= len(PROCESS_COLORS) else "grey: more processes than colours"
-    fig.supxlabel(f"Each cell: its place in the global device list, and 'p' + the process that owns it; {rule}.",
+    # The course's other figures give each device its own colour; this one says that here colours change meaning.
+    rule = ("Colour = owning process, not device (other figures give each device its own colour)."
+            if processes <= len(PROCESS_COLORS) else "Grey: more processes than colours; 'p' names the owner.")
+    fig.supxlabel(f"Each cell: its place in the global device list, and 'p' + the process that owns it.\n{rule}",
                   fontsize=SMALL)
     return fig

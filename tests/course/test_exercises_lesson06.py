@@ -50,3 +50,12 @@ def test_rows_without_a_data_split():
     assert verdict.status == "not yet"
     assert "not split" in verdict.message
     assert check("06.3", (0, 16)).status == "not yet"
+
+
+def test_the_example_step_sums_gradients_over_data_and_partial_sums_over_model():
+    """The lesson's claim that only the gradient all-reduce crosses processes reads this report."""
+    from course_utils.course.exercises.lesson06 import _example_step
+
+    model, report = _example_step()
+    assert sorted((c.kind, c.axes) for c in report.compiled) == [("all-reduce", ("data",)), ("all-reduce", ("model",))]
+    assert report.agrees and model.name == "mlp"

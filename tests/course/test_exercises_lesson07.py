@@ -35,3 +35,16 @@ def test_07_3():
     assert "whole float32 kernel" in check("07.3", (64 * 32 * 4, 64 * 32 * 4)).message
     assert "column blocks" in check("07.3", (64 * 128 * 4, 64 * 128 * 4)).message
     assert "pair" in check("07.3", 5).message
+
+
+def test_checkpoint_contents_lists_whole_arrays_and_no_mesh(tmp_path):
+    """The lesson's claims about what the file holds read this summary."""
+    from course_utils.course.exercises.lesson07 import _checkpoint_contents
+
+    contents = _checkpoint_contents(save_checkpoint(build(), tmp_path / "mlp.keras"))
+    assert sorted(contents["members"]) == ["config.json", "metadata.json", "model.weights.h5"]
+    assert contents["metadata"]["keras_version"] == keras.__version__
+    assert contents["h5_magic"] == b"\x89HDF\r\n\x1a\n"
+    assert contents["datasets"]["layers/dense/vars/0"] == (64, 128)
+    assert contents["attributes"]["layers/dense/vars"] == {"name": "d1"}
+    assert "mesh" not in contents["config"]

@@ -81,3 +81,17 @@ def rows_without_a_data_split(answer):
         return ("The 'data' axis has size 1 here: the batch is not split. Both processes hold parts of the "
                 "same model replica, so both must feed the same, whole batch.")
     return "Give (start, stop). How many parts does a 'data' axis of size 1 cut the batch into?"
+
+
+def _example_step():
+    """The collectives of one training step of the example's model on its 2 x 4 mesh (for the lesson's claims).
+
+    Compiled in one process on 8 devices: the same program each process of the 2 x 4 run takes its part of.
+    """
+    from course_utils.costs import communication_report
+    from course_utils.examples import train_2x4
+
+    dist = train_2x4.make_distribution()
+    with dist.scope():
+        model = train_2x4.build_model()
+    return model, communication_report(model, dist, (32, 16))

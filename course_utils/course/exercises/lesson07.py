@@ -66,3 +66,31 @@ def checkpoint_bytes(answer) -> str | None:
     if file_bytes != expected[0]:
         return "The file holds the whole float32 kernel: rows x columns x 4 bytes."
     return "Each device holds one of the four column blocks of the kernel."
+
+
+def _checkpoint_contents(path) -> dict:
+    """What a `.keras` file holds, as plain data (for the lesson's claims).
+
+    Returns:
+        `members` (the zip's files), `metadata` (metadata.json), `config` (config.json as text),
+        `h5_magic` (the first bytes of model.weights.h5), `datasets` (every array in it, name ->
+        shape) and `attributes` (every non-empty attribute set, name -> attributes).
+    """
+    import io
+    import json
+    import zipfile
+
+    import h5py
+
+    with zipfile.ZipFile(path) as archive:
+        members = archive.namelist()
+        metadata = json.loads(archive.read("metadata.json"))
+        config = archive.read("config.json").decode()
+        weights = archive.read("model.weights.h5")
+    names: list[str] = []
+    with h5py.File(io.BytesIO(weights)) as file:
+        file.visit(names.append)
+        datasets = {n: tuple(file[n].shape) for n in names if isinstance(file[n], h5py.Dataset)}
+        attributes = {n: {k: str(v) for k, v in file[n].attrs.items()} for n in ["/", *names] if len(file[n].attrs)}
+    return {"members": members, "metadata": metadata, "config": config, "h5_magic": weights[:8],
+            "datasets": datasets, "attributes": attributes}
