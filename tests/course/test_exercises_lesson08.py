@@ -5,6 +5,7 @@ import pytest
 pytest.importorskip("keras_hub")
 
 from course_utils import check  # noqa: E402
+from course_utils.course.exercises import lesson08  # noqa: E402
 
 
 @pytest.mark.parametrize("exercise_id", ["08.1", "08.2", "08.3"])
@@ -24,10 +25,19 @@ def test_gating_shard_shape():
 def test_layout_that_fits():
     assert check("08.2", "official").ok
     replicated = check("08.2", "replicated")
-    assert replicated.status == "not yet" and "127 GiB" in replicated.message
+    assert replicated.status == "not yet" and "127 GiB, so no" in replicated.message
     tp = check("08.2", "tensor_parallel")
-    assert tp.status == "not yet" and "31.8 GiB" in tp.message
+    assert tp.status == "not yet" and "31.8 GiB per device, so no" in tp.message
     assert "Answer one of" in check("08.2", "fsdp").message
+
+
+def test_the_layout_that_fits_is_the_only_one_not_no_and_it_is_tight():
+    """08.2 asks which layout's state fits at all: will_it_fit's verdicts must single out one, "tight" not "fits"."""
+    found = lesson08._verdicts()
+    assert {layout: verdict for layout, (_, verdict) in found.items()} == {
+        "official": "tight", "tensor_parallel": "no", "replicated": "no"}
+    assert [round(found[k][0], 1) for k in ("replicated", "tensor_parallel", "official")] == [127.2, 31.8, 15.9]
+    assert lesson08._verdicts(device_gib=80)["official"][1] == "fits"
 
 
 def test_largest_replicated():
@@ -37,3 +47,41 @@ def test_largest_replicated():
     norm = check("08.3", "sequence_output_layernorm/scale")
     assert norm.status == "not yet" and "small" in norm.message
     assert "string" in check("08.3", 3).message
+
+
+_HLO = """\
+%all-reduce.7 = (f32[], f32[8,4]{1,0}) all-reduce(%a, %b), channel_id=1, replica_groups=[1,8]<=[8], to_apply=%add, metadata={op_name="(reduce_sum:dot_general)" stack_frame_id=2}
+%gte.1 = f32[] get-tuple-element(%all-reduce.7), index=0, metadata={op_name="reduce_sum" stack_frame_id=1}
+%gte.2 = f32[8,4]{1,0} get-tuple-element(%all-reduce.7), index=1, metadata={op_name="dot_general" stack_frame_id=2}
+%all-gather.3 = f32[8,4]{1,0} all-gather(%c), channel_id=2, replica_groups=[1,8]<=[8], dimensions={0}, metadata={op_name="dot_general" stack_frame_id=3}
+
+FileNames
+1 "model.py"
+
+FunctionNames
+1 "jit(train_step)/jvp(compile_loss)/mse"
+2 "jit(train_step)/transpose(jvp(model))/dense"
+3 "jit(train_step)/jvp(model)/dense"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=1 end_line=1 column=1 end_column=1}
+2 {file_name_id=1 function_name_id=2 line=2 end_line=2 column=1 end_column=1}
+3 {file_name_id=1 function_name_id=3 line=3 end_line=3 column=1 end_column=1}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+2 {file_location_id=2 parent_frame_id=1}
+3 {file_location_id=3 parent_frame_id=1}
+"""
+
+
+def test_recorded_puts_the_name_scope_back_and_reads_combined_arrays_one_by_one():
+    """The claims' reader of compiled text: the scope XLA keeps in stack frames, one entry per array moved."""
+    from types import SimpleNamespace
+
+    rows = [SimpleNamespace(name="all-reduce.7"), SimpleNamespace(name="all-gather.3")]
+    found = lesson08.recorded(SimpleNamespace(hlo=_HLO, collectives=rows))
+    assert [[(s.scope, s.op, s.backward) for s in array] for array in found["all-reduce.7"]] == [
+        [("compile_loss/mse", "reduce_sum", False)], [("model/dense", "dot_general", True)]]
+    assert [[(s.scope, s.op, s.backward) for s in array] for array in found["all-gather.3"]] == [
+        [("model/dense", "dot_general", False)]]

@@ -1,8 +1,13 @@
-"""Checkers for lesson 08: a real model's mesh (FSDP beside tensor parallelism), and will it fit?"""
+"""Checkers for lesson 08: a real model's mesh (FSDP beside tensor parallelism), and will it fit?
+
+Also the readers the lesson's claims use to say what each compiled collective moves (`recorded`,
+`operand_sources`).
+"""
 
 from __future__ import annotations
 
 import functools
+import re
 
 from course_utils.course.exercises.core import exercise
 
@@ -51,24 +56,38 @@ def gating_shard_shape(answer) -> str | None:
     return f"The layout is {tuple(_official_layout((2, 4)).axes)} on a (2, 4) mesh: divide each dimension."
 
 
-@exercise("08.2", "Gemma 7B, Adam, float32, on a 2 x 4 mesh of 16 GiB devices: which layout's training state fits?",
+def _verdicts(preset: str = "gemma_7b_en", mesh_shape=(2, 4), device_gib: float = DEVICE_GIB) -> dict[str, tuple]:
+    """`{layout: (GiB on the fullest device, will_it_fit's verdict)}` for a preset under every layout."""
+    from course_utils.fit import will_it_fit
+    from course_utils.sizing import LAYOUTS
+
+    found = {}
+    for layout in LAYOUTS:
+        (row,) = will_it_fit({preset: _shape_only(preset)}, (tuple(mesh_shape),), device_gib=(device_gib,),
+                             layout=layout).rows
+        found[layout] = (row.total, row.verdict(device_gib))
+    return found
+
+
+@exercise("08.2", "Gemma 7B, Adam, float32, on a 2 x 4 mesh of 16 GiB devices: under which layout does the "
+          "training state fit in a device at all (before activations)?",
           form='one of the strings "replicated", "tensor_parallel" or "official"')
 def layout_that_fits(answer) -> str | None:
-    """Plans the training state of Gemma 7B from shapes under every layout and checks the answer."""
-    from course_utils.sizing import GIB, LAYOUTS, training_memory
+    """Plans Gemma 7B's training state from shapes under every layout; right is the one whose verdict is not "no"."""
+    from course_utils.fit import NO
+    from course_utils.sizing import LAYOUTS
 
     if answer not in LAYOUTS:
         return f"Answer one of {list(LAYOUTS)}."
-    gemma = _shape_only("gemma_7b_en")
-    totals = {layout: training_memory(gemma, (2, 4), layout=layout).max_total / GIB for layout in LAYOUTS}
-    fitting = [layout for layout in LAYOUTS if totals[layout] <= DEVICE_GIB]
-    if answer in fitting:
+    found = _verdicts()
+    if found[answer][1] != NO:
         return None
+    total = found[answer][0]
     if answer == "replicated":
-        return (f"Every device would hold all of it: {totals[answer]:.0f} GiB. Sixteen bytes a parameter "
+        return (f"Every device would hold all of it: {total:.0f} GiB, so no. Sixteen bytes a parameter "
                 f"(weights, gradients, two Adam moments) times 8.5 billion parameters.")
     return (f"Tensor parallelism alone splits each weight over the 4 devices of 'model' only: "
-            f"{totals[answer]:.1f} GiB per device. Which layout splits it over all 8?")
+            f"{total:.1f} GiB per device, so no. Which layout splits it over all 8?")
 
 
 @exercise("08.3", "Llama 3 8B under its official map: the path of the largest weight that stays whole on every device.",
@@ -95,3 +114,102 @@ def largest_replicated(answer) -> str | None:
         return ("That one is split (vocabulary over 'model', hidden over 'batch'). Llama does not tie its "
                 "output projection to its input embedding: look for the embedding's second weight.")
     return f"{answer!r} is not a weight that stays whole. Loop over llama.weights and ask dist.get_variable_layout(v)."
+
+
+# For the lesson's claims: what each collective moves, read from the compiled text. XLA 0.10 keeps an
+# operation's name scope in the text's stack frames and leaves `op_name` with the bare primitive
+# ("dot_general"); these put the scope back in front before `hlo.parse_op_name` reads it.
+
+_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_LINE = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*(\(.*?\)|\S+)\s+([\w\-]+)\(([^)]*)\)")
+_META = re.compile(r'op_name="((?:[^"\\]|\\.)*)"(?:\s+stack_frame_id=(\d+))?')
+
+
+def _scopes(hlo: str) -> dict[int, str]:
+    """Stack frame id -> the name scope XLA keeps in it (its `FunctionNames` entry)."""
+    tables, current = {}, None
+    for line in hlo.splitlines():
+        text = line.strip()
+        if text in _SECTIONS:
+            current = tables.setdefault(text, {})
+        elif current is not None and (row := re.match(r"(\d+) (.*)", text)):
+            current[int(row.group(1))] = row.group(2)
+        else:
+            current = None
+    names = {k: v.strip('"') for k, v in tables.get("FunctionNames", {}).items()}
+    location = {k: int(re.search(r"function_name_id=(\d+)", v).group(1))
+                for k, v in tables.get("FileLocations", {}).items()}
+    return {k: names.get(location.get(int(re.search(r"file_location_id=(\d+)", v).group(1))), "")
+            for k, v in tables.get("StackFrames", {}).items()}
+
+
+@functools.lru_cache(maxsize=8)
+def _reader(hlo: str):
+    """`(instructions, sources)`: every instruction's regex match and line by name, and a function
+    giving the `hlo.Source`s recorded on one line, its name scope put back."""
+    from course_utils.hlo import parse_op_name
+
+    scopes = _scopes(hlo)
+    lines = {m.group(1): (m, line) for line in hlo.splitlines() if (m := _LINE.match(line))}
+
+    def sources(line: str) -> tuple:
+        meta = _META.search(line)
+        if meta is None:
+            return ()
+        name, frame = meta.group(1), meta.group(2)
+        scope = scopes.get(int(frame), "") if frame else ""
+        return parse_op_name(f"{scope}/{name}" if scope and "/" not in name else name)
+
+    return lines, sources
+
+
+def recorded(report) -> dict[str, tuple]:
+    """Each collective of a compiled step -> the operations XLA recorded for each array it moves.
+
+    A collective XLA combined moves several arrays; each is read from the `get-tuple-element` line
+    that takes it out.
+
+    Args:
+        report: A `CommunicationReport` (its `.hlo` and `.collectives`).
+
+    Returns:
+        `{instruction name: (sources of array 0, sources of array 1, ...)}`, each a tuple of
+        `hlo.Source` (empty when XLA recorded nothing).
+
+    Example:
+        >>> arrays = recorded(step)[step.collectives[0].name]
+        >>> [(s.scope, s.op, s.backward) for sources in arrays for s in sources]
+    """
+    lines, sources = _reader(report.hlo)
+    parts = _tuple_parts(report.hlo)
+    found = {}
+    for row in report.collectives:
+        match, line = lines[row.name]
+        if match.group(2).startswith("(") and row.name in parts:
+            found[row.name] = tuple(parts[row.name].get(i, ()) for i in range(max(parts[row.name]) + 1))
+        else:
+            found[row.name] = (sources(line),)
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def _tuple_parts(hlo: str) -> dict[str, dict[int, tuple]]:
+    """Instruction name -> {index: sources} of the `get-tuple-element` lines that take its arrays apart."""
+    lines, sources = _reader(hlo)
+    parts: dict[str, dict[int, tuple]] = {}
+    for match, line in lines.values():
+        index = re.search(r"index=(\d+)", line)
+        if match.group(3) == "get-tuple-element" and index:
+            parts.setdefault(match.group(4).strip().lstrip("%"), {})[int(index.group(1))] = sources(line)
+    return parts
+
+
+def operand_sources(report, name: str) -> tuple:
+    """The operations XLA recorded for the instruction that computes collective `name`'s (first) operand.
+
+    Example:
+        >>> [s.scope for s in operand_sources(step, "all-gather.2")]  # e.g. the loss's backward pass
+    """
+    lines, sources = _reader(report.hlo)
+    operand = lines[name][0].group(4).split(",")[0].strip().lstrip("%")
+    return sources(lines[operand][1]) if operand in lines else ()
