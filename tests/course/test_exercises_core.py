@@ -96,3 +96,12 @@ def test_a_lesson_checker_names_the_form_it_reads():
     assert verdict.status == "not yet"
     assert "a mesh shape as a tuple (data size, model size), e.g. (4, 2)" in verdict.message
     assert "'4x2'" in verdict.message
+
+
+def test_a_right_answer_can_carry_a_remark():
+    from course_utils.course.exercises.core import Correct, exercise
+
+    exercise("99.7", "a right answer with a remark")(lambda answer: Correct("It works here because ...")
+                                                      if answer == 1 else "not 1")
+    assert check("99.7", 1).ok and check("99.7", 1).message == "Well done. It works here because ..."
+    assert check("99.7", 2).message == "Hint: not 1"

@@ -3,9 +3,13 @@
 import pytest
 
 from course_utils import check
+from course_utils.course.exercises import lesson04
 
-BUGGY = {".*d1/kernel": (None, "model"), ".*d1.*": ("model",), "d2/kernel": ("model", None)}
-FIXED = {".*d1/kernel": (None, "model"), ".*d1/bias": ("model",), ".*d2/kernel": ("model", None)}
+# Exercise 04.2: the lesson's second buggy map (the tensor-parallel pair moved on to d2 and d3),
+# its correction, and the lesson's own d1-d2 map (megatron_mlp), shown before the exercise.
+BUGGY = {".*d2/kernel": (None, "model"), ".*d2/bias": (None, "model"), "d3/kernel": (None, "model")}
+FIXED = {".*d2/kernel": (None, "model"), ".*d2/bias": ("model",), ".*d3/kernel": ("model", None)}
+LESSON_MAP = {".*d1/kernel": (None, "model"), ".*d1/bias": ("model",), ".*d2/kernel": ("model", None)}
 
 
 @pytest.mark.parametrize("exercise_id", ["04.1", "04.2", "04.3"])
@@ -47,10 +51,15 @@ def test_fixed_map_accepts_a_layout_map():
 
 
 @pytest.mark.parametrize("answer, hint", [
-    (BUGGY, "still finds"),
-    ({**FIXED, ".*d2/kernel": (None, "model")}, "rows are dimension 0"),
-    ({".*d1/kernel": (None, "model"), ".*d1/bias": ("model",)}, "the task wants"),
-    ({**FIXED, ".*d1/bias": (None, "model")}, "still finds"),
+    (BUGGY, "still finds 2 problem(s)"),
+    ({**BUGGY, ".*d2/bias": ("model",)}, "still finds 1 problem(s)"),
+    # the two problems check_layout_map lists, fixed as it says; d3 still split on its columns
+    ({".*d2/kernel": (None, "model"), ".*d2/bias": ("model",), ".*d3/kernel": (None, "model")},
+     "rows are dimension 0"),
+    ({**FIXED, ".*d3/kernel": (None, "model")}, "cannot see that"),
+    (LESSON_MAP, "moves the split one layer on"),
+    ({".*d2/kernel": (None, "model"), ".*d2/bias": ("model",)}, "the task wants"),
+    ({**FIXED, ".*d2/.*": ("model",)}, "still finds"),
 ])
 def test_fixed_map_wrong(answer, hint):
     verdict = check("04.2", answer)
@@ -58,10 +67,38 @@ def test_fixed_map_wrong(answer, hint):
     assert hint in verdict.message
 
 
+def test_fixed_map_accepts_full_paths():
+    """check_layout_map suggests the full path as the other fix; it names the same variable."""
+    assert check("04.2", {**{k: v for k, v in FIXED.items() if k != ".*d3/kernel"},
+                          "mlp/d3/kernel": ("model", None)}).ok
+
+
 def test_mlp_out_rule_right():
     assert check("04.3", (".*mlp_out/kernel", ("model", None))).ok
     assert check("04.3", ("mlp_out/kernel", ["model", None])).ok
     assert check("04.3", (".*mlp_out/kernel", ("model",))).ok  # JAX pads a short layout with None
+
+
+@pytest.mark.parametrize("key", [".*mlp_out/kernel", "(.*/)?mlp_out/kernel"])
+def test_mlp_out_rule_with_any_prefix_has_no_note(key):
+    verdict = check("04.3", (key, ("model", None)))
+    assert verdict.ok and verdict.message == "Well done."
+    assert lesson04.prefix_note(key) is None
+
+
+@pytest.mark.parametrize("key", ["mlp_out/kernel", "mlp_out/ker.*"])
+def test_mlp_out_rule_without_prefix_says_why_it_works_here(key):
+    """Right for the functional block, whose paths have no model name; the note names the Sequential path."""
+    assert check("04.3", (key, ("model", None))).ok
+    note = lesson04.prefix_note(key)
+    assert "functional model" in note and "'block/mlp_out/kernel'" in note
+    assert "'.*mlp_out/kernel' matches both" in note
+
+
+def test_mlp_out_rule_without_prefix_is_correct_with_the_note():
+    verdict = check("04.3", ("mlp_out/kernel", ("model", None)))
+    assert verdict.ok
+    assert verdict.message == f"Well done. {lesson04.prefix_note('mlp_out/kernel')}"
 
 
 @pytest.mark.parametrize("answer, hint", [

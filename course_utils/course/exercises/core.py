@@ -20,9 +20,10 @@ class Exercise:
     """A registered exercise: its id, a one-line prompt, its checker and the answer's form.
 
     The checker takes the learner's answer and returns `None` when it is
-    right, or a hint saying what is off. `form` says what kind of answer it
-    reads ("a mesh shape as a tuple, e.g. (4, 2)"); the hint names it when
-    an answer in another form breaks the checker.
+    right (`Correct(note)` when it is right and deserves a remark), or a
+    hint saying what is off. `form` says what kind of answer it reads ("a
+    mesh shape as a tuple, e.g. (4, 2)"); the hint names it when an answer
+    in another form breaks the checker.
     """
 
     id: str
@@ -52,6 +53,17 @@ class Verdict:
         return (f'<div style="background:{colour};padding:6px 10px;border-radius:4px">'
                 f"{mark} <b>Exercise {html.escape(self.exercise)}: {self.status}.</b> "
                 f"{html.escape(self.message)}</div>")
+
+
+@dataclass(frozen=True)
+class Correct:
+    """What a checker returns for a right answer that deserves a remark (why it works, a caveat).
+
+    Example:
+        >>> return Correct("Right for this functional model; '.*name/kernel' also fits a Sequential one.")
+    """
+
+    note: str
 
 
 EXERCISES: dict[str, Exercise] = {}
@@ -101,8 +113,11 @@ def check(exercise_id: str, answer=...) -> Verdict:
             hint = EXERCISES[exercise_id].checker(answer)
         except Exception as error:  # an answer in another form breaks the checker's probing
             hint = _unreadable(EXERCISES[exercise_id], answer, error)
-        verdict = (Verdict(exercise_id, CORRECT, "Well done.") if hint is None
-                   else Verdict(exercise_id, NOT_YET, f"Hint: {hint}"))
+        if hint is None or isinstance(hint, Correct):
+            note = "" if hint is None else f" {hint.note}"
+            verdict = Verdict(exercise_id, CORRECT, f"Well done.{note}")
+        else:
+            verdict = Verdict(exercise_id, NOT_YET, f"Hint: {hint}")
     _log.append(verdict)
     return verdict
 

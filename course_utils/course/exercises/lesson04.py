@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from course_utils.course.exercises.core import exercise
+from course_utils.course.exercises.core import Correct, exercise
 
 # The tensor-parallel rules of the lesson's transformer block, except the one
 # exercise 04.3 asks for.
@@ -19,6 +19,11 @@ BLOCK_RULES = {
     ".*mlp_in/kernel": (None, "model"),
     ".*mlp_in/bias": ("model",),
 }
+
+# Exercise 04.2: the lesson's tensor-parallel pair moved one layer on (d2 on its output
+# units, d3 on its input rows; d1 and the rest replicated), and the lesson's own pair.
+SHIFTED_PAIR = {"mlp/d2/kernel": (None, "model"), "mlp/d2/bias": ("model",), "mlp/d3/kernel": ("model", None)}
+LESSON_PAIR = {"mlp/d1/kernel": (None, "model"), "mlp/d1/bias": ("model",), "mlp/d2/kernel": ("model", None)}
 
 
 def _mlp(kind: str):
@@ -132,8 +137,8 @@ def key_for_d2_kernel(answer):
     return None
 
 
-@exercise("04.2", "Correct the buggy LayoutMap: d1's kernel and bias split over 'model' along d1's "
-                  "output units, d2's kernel split over 'model' along its input rows, the rest replicated.",
+@exercise("04.2", "Correct the second buggy LayoutMap: d2's kernel and bias split over 'model' along "
+                  "d2's output units, d3's kernel split over 'model' along its input rows, the rest replicated.",
           form='a dict {key: axes} or a keras.distribution.LayoutMap')
 def fixed_layout_map(answer):
     """Runs check_layout_map and Keras's lookup on the lesson's MLP (d1, d2, d3)."""
@@ -150,13 +155,17 @@ def fixed_layout_map(answer):
     if problems:
         return f"check_layout_map still finds {len(problems)} problem(s); the first: {problems[0].message}"
     layouts = _layouts(model, layout_map)
-    wanted = {"mlp/d1/kernel": (None, "model"), "mlp/d1/bias": ("model",), "mlp/d2/kernel": ("model", None)}
+    split = {path: axes for path, axes in layouts.items() if any(axes)}
+    if split == LESSON_PAIR:
+        return ("That is the lesson's map for d1 and d2 (megatron_mlp). This one moves the split one "
+                "layer on: d2 on its output units, d3 on its input rows, d1 replicated.")
     for variable in model.variables:
         got = layouts[variable.path]
-        expected = wanted.get(variable.path, (None,) * len(variable.shape))
+        expected = SHIFTED_PAIR.get(variable.path, (None,) * len(variable.shape))
         if got != expected:
             return (f"The map is clean, but {variable.path!r} gets the layout {got}; the task wants "
-                    f"{expected}. A kernel is (inputs, outputs): rows are dimension 0.")
+                    f"{expected}. check_layout_map cannot see that: the layout is valid, only not what "
+                    f"you meant. A kernel is (inputs, outputs): rows are dimension 0.")
     return None
 
 
@@ -191,4 +200,23 @@ def mlp_out_rule(answer):
                 "output columns, already split over 'model': split dimension 0.")
     if got != ("model", None):
         return f"mlp_out/kernel (shape (256, 64)) gets {got}; split its input dimension (0) over 'model'."
-    return None
+    note = prefix_note(key)
+    return None if note is None else Correct(note)
+
+
+def prefix_note(key: str) -> str | None:
+    """Why a key without `.*` in front works for the functional block; None when it also fits a prefix.
+
+    Keras decides: the key is looked up against the path `mlp_out`'s kernel has
+    in a real Sequential model named "block".
+    """
+    import keras
+
+    sequential = keras.Sequential([keras.Input((256,)), keras.layers.Dense(64, name="mlp_out")], name="block")
+    path = sequential.get_layer("mlp_out").kernel.path
+    if _matches(key, path):
+        return None
+    return (f"{key!r} is right here: the block is a functional model, whose paths carry no model "
+            f"name, so the kernel's path is exactly 'mlp_out/kernel'. In a Sequential model named "
+            f"'block' the same layer's kernel is {path!r}, which {key!r} misses; '.*mlp_out/kernel' "
+            f"matches both.")
