@@ -25,14 +25,15 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 
 _EXPORTS = {
     "course_utils.checkpoints": ("load_checkpoint", "save_checkpoint"),
-    "course_utils.costs": ("CommunicationReport", "MemoryReport", "communication_report", "memory_report"),
+    "course_utils.communication": ("CommunicationReport", "communication_report"),
     "course_utils.devices": ("DeviceSetup", "DeviceSetupError", "current_setup", "setup_devices"),
     "course_utils.layout": ("LayoutReport", "explain_layout", "make_layout_map"),
     "course_utils.layout_checks": ("LayoutMapError", "Problem", "check_layout_map"),
-    "course_utils.mesh": ("describe_mesh", "make_mesh", "mesh_shapes"),
+    "course_utils.memory": ("MemoryReport", "memory_report", "planned_memory"),
+    "course_utils.mesh": ("describe_distribution", "describe_mesh", "make_mesh", "mesh_shapes"),
     "course_utils.placements": ("Block", "Placement", "placement", "planned_placement", "shard_of"),
     "course_utils.fit": ("FitReport", "will_it_fit"),
-    "course_utils.sizing": ("PRESETS", "abstract_model", "planned_memory", "training_memory", "without_axis"),
+    "course_utils.sizing": ("PRESETS", "abstract_model", "training_memory", "without_axis"),
     "course_utils.train": ("Comparison", "TrainingRun", "compare_runs", "compare_weights", "run_training"),
     "course_utils.multiprocess": ("ProcessOwnership", "ProcessSetup", "local_rows", "planned_batch_slices",
                                   "process_batch_slice", "process_ownership", "setup_process"),
@@ -44,9 +45,9 @@ _EXPORTS = {
     "course_utils.course.mistakes": ("expect_error",),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
-_SUBMODULES = ("checkpoints", "collectives", "costs", "course", "devices", "fit", "hlo", "keras_internals",
-               "layer_outputs", "layout", "layout_checks", "mesh", "models", "multiprocess", "placements", "sizing",
-               "train", "viz", "widgets")
+_SUBMODULES = ("checkpoints", "collectives", "communication", "compiling", "course", "devices", "fit", "hlo",
+               "keras_internals", "layer_outputs", "layout", "layout_checks", "memory", "mesh", "models",
+               "multiprocess", "placements", "sizing", "train", "viz", "widgets")
 
 __all__ = sorted(_HOME)
 

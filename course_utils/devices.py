@@ -10,17 +10,14 @@ the kernel, instead of carrying on with fewer devices than asked for.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
+
+from course_utils.compiling import use_compilation_cache
 
 PLATFORMS = ("auto", "cpu", "gpu", "tpu")
 PLATFORM_ENV = "COURSE_PLATFORM"
-CACHE_ENV = "COURSE_COMPILATION_CACHE"
-CACHE_LIMIT_BYTES = 2 * 2**30  # the oldest compiled programs are dropped beyond this
-_OFF = ("off", "0", "false", "no", "none")
 
 _RESTART_HINT = (
     "Restart the kernel (Kernel > Restart Kernel in JupyterLab) and run the "
@@ -43,7 +40,7 @@ class DeviceSetup:
         platform: `"cpu"`, `"gpu"` or `"tpu"`.
         simulated: True when several CPU devices share this machine's cores.
         compilation_cache: The folder where compiled programs are kept between
-            runs (`compilation_cache_dir()`), or None when it is off.
+            runs (`compiling.compilation_cache_dir()`), or None when it is off.
     """
 
     devices: tuple[str, ...]
@@ -74,7 +71,7 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
     `import keras`). It sets `KERAS_BACKEND=jax` if unset, asks JAX for `n`
     CPU devices, and picks real accelerators when at least `n` exist,
     otherwise `n` simulated CPU devices. It also keeps every compiled XLA
-    program in a cache on disk (`compilation_cache_dir()`), so that a lesson
+    program in a cache on disk (`compiling.use_compilation_cache`), so that a lesson
     run a second time starts from the programs the first run compiled: the
     same programs, so the same results, without the wait. Calling it again
     with the same arguments returns the same setup.
@@ -120,59 +117,6 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
         compilation_cache=str(cache) if cache else None,
     )
     return _current
-
-
-def compilation_cache_dir() -> Path | None:
-    """Where compiled XLA programs are kept between runs, or None when the cache is off.
-
-    `COURSE_COMPILATION_CACHE` names the folder, or turns the cache off with
-    `off`; otherwise JAX's own `JAX_COMPILATION_CACHE_DIR` if set; otherwise
-    one folder per Python environment under the user's cache folder
-    (`$XDG_CACHE_HOME`, by default `~/.cache`), outside any repository.
-    """
-    setting = os.environ.get(CACHE_ENV, "").strip()
-    if setting.lower() in _OFF:
-        return None
-    if setting:
-        return Path(setting).expanduser()
-    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-        return Path(os.environ["JAX_COMPILATION_CACHE_DIR"]).expanduser()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
-    environment = hashlib.sha256(sys.prefix.encode()).hexdigest()[:10]
-    return base / "course_utils" / "jax-compilation-cache" / environment
-
-
-def use_compilation_cache() -> Path | None:
-    """Turns JAX's persistent compilation cache on in `compilation_cache_dir()`; returns the folder.
-
-    Every compiled program is kept, however quick its compile. A program's
-    key includes its metadata (the layer names, which a report of its
-    collectives reads), so a cached program always carries the names of the
-    model that asked for it. The source files in that metadata are written
-    without the parts that change from one kernel or environment to the next
-    (`SOURCE_FILE_CHANGES`), so a lesson run again, in another kernel or
-    another environment, finds its programs. A size limit turns on JAX's file
-    lock, so several processes (lesson 06's workers) can share the folder.
-    """
-    folder = compilation_cache_dir()
-    if folder is None:
-        return None
-    import jax
-
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, value in (("jax_compilation_cache_dir", str(folder)),
-                        ("jax_persistent_cache_min_compile_time_secs", 0.0),
-                        ("jax_persistent_cache_min_entry_size_bytes", -1),
-                        ("jax_compilation_cache_include_metadata_in_key", True),
-                        ("jax_hlo_source_file_canonicalization_regex", SOURCE_FILE_CHANGES),
-                        ("jax_compilation_cache_max_size", CACHE_LIMIT_BYTES)):
-        jax.config.update(name, value)
-    return folder
-
-
-# What differs between two runs of the same code in a compiled program's source-file metadata: where
-# the environment's packages are installed, and the folder (named by process id) of a kernel's cells.
-SOURCE_FILE_CHANGES = r"^.*/(?:site-packages|dist-packages|ipykernel_\d+)/"
 
 
 def current_setup() -> DeviceSetup | None:

@@ -72,11 +72,9 @@ class LayoutReport(Table):
     @property
     def bytes_per_device(self) -> dict[str, int]:
         """Total bytes each device holds for all rows."""
-        totals: dict[str, int] = {}
-        for r in self.rows:
-            for device, n in r.placement.device_bytes:
-                totals[device] = totals.get(device, 0) + n
-        return totals
+        from course_utils.memory import per_device
+
+        return per_device(r.placement for r in self.rows)
 
 
 def explain_layout(model, distribution) -> LayoutReport:
@@ -96,39 +94,62 @@ def explain_layout(model, distribution) -> LayoutReport:
             f"distribution={distribution!r}. Pass a keras.distribution.DataParallel or ModelParallel "
             f"(the one in use now is keras.distribution.distribution())."
         )
-    variables = model_variables(model)
+    model_variables(model)
     optimizer = getattr(model, "optimizer", None)
-    owners = {}
-    if optimizer is not None and optimizer.built:
-        owners = optimizer_owners(optimizer.variables, variables)
-        variables = variables + list(optimizer.variables)
-    layout_map = layout_map_of(distribution)
-    rows = []
-    by_path = {v.path: v for v in variables}
-    for variable in variables:
-        if variable.path in owners:
-            # Keras gives a slot variable its weight's layout (add_variable_from_reference).
-            layout = distribution.get_variable_layout(by_path[owners[variable.path]])
-            rule = f"follows {owners[variable.path]}"
-        else:
-            layout = distribution.get_variable_layout(variable)
-            rule = matched_rule(layout_map, variable.path)
-        planned = planned_placement(tuple(variable.shape), layout, dtype=variable.dtype, name=variable.path)
-        axes = tuple(layout.axes)
-        if len(axes) < len(variable.shape):  # valid: JAX leaves the trailing dimensions whole
-            rule += f" ({len(axes)} of {len(variable.shape)} entries, padded with None)"
-            axes += (None,) * (len(variable.shape) - len(axes))
-        rows.append(LayoutRow(
-            path=variable.path, shape=tuple(variable.shape), dtype=str(variable.dtype),
-            rule=rule, axes=axes, shard_shape=planned.shard_shape,
-            bytes_per_device=max(planned.bytes_per_device.values()), placement=planned,
-            as_planned=placement(variable, name=variable.path) == planned,
-        ))
+    slots = optimizer.variables if optimizer is not None and optimizer.built else ()
+    rows = layout_rows(model, distribution, optimizer_variables=slots)
     misplaced = sum(r.as_planned is False for r in rows)
     warning = (f" - {misplaced} array(s) NOT laid out as planned: build the model inside distribution.scope()"
                if misplaced else "")
     title = f"{type(distribution).__name__} on mesh {tuple(distribution.device_mesh.shape)} {tuple(distribution.device_mesh.axis_names)}{warning}"
     return LayoutReport(rows, title=title)
+
+
+def layout_rows(model, distribution, *, optimizer_variables=(), compare_arrays: bool = True) -> list[LayoutRow]:
+    """How Keras lays out every variable of a model and of its optimizer under `distribution`, a row each.
+
+    A weight's layout is `distribution.get_variable_layout(weight)`, with the
+    rule Keras's own lookup matched. An optimizer slot takes its weight's
+    layout, as Keras's `add_variable_from_reference` gives it (the course's
+    one rule for slots: `optimizer_owners`); the optimizer's other variables
+    (its step counter, its learning rate) are looked up by their own path.
+    Bytes are those JAX stores (`int64` is kept as `int32`).
+
+    Args:
+        model: A built Keras model, real or shape-only.
+        distribution: The distribution to lay it out by.
+        optimizer_variables: The optimizer's variables (built on `model`), if any.
+        compare_arrays: Also read each variable's real array and say whether it
+            lives as planned; False for variables without arrays (`as_planned` None).
+    """
+    import jax
+
+    layout_map = layout_map_of(distribution)
+    owners = optimizer_owners(optimizer_variables, model.trainable_variables)
+    weights = {v.path: v for v in model.trainable_variables}
+    rows = []
+    for variable in [*model.variables, *optimizer_variables]:
+        owner = weights.get(owners.get(variable.path))
+        layout = distribution.get_variable_layout(owner if owner is not None else variable)
+        rule = f"follows {owner.path}" if owner is not None else matched_rule(layout_map, variable.path)
+        shape, axes = tuple(variable.shape), tuple(layout.axes)
+        dtype = jax.dtypes.canonicalize_dtype(variable.dtype)  # what JAX really stores
+        try:
+            planned = planned_placement(shape, layout, dtype=dtype, name=variable.path)
+        except ValueError as error:
+            raise ValueError(f"{variable.path} {shape} cannot be laid out as {axes} on mesh "
+                             f"{tuple(layout.device_mesh.shape)}: {error} Keras would raise IndivisibleError "
+                             f"when building it. Change the rule or the mesh.") from None
+        if len(axes) < len(shape):  # valid: JAX leaves the trailing dimensions whole
+            rule += f" ({len(axes)} of {len(shape)} entries, padded with None)"
+            axes += (None,) * (len(shape) - len(axes))
+        rows.append(LayoutRow(
+            path=variable.path, shape=shape, dtype=str(variable.dtype), rule=rule, axes=axes,
+            shard_shape=planned.shard_shape, bytes_per_device=max(planned.bytes_per_device.values()),
+            placement=planned,
+            as_planned=placement(variable, name=variable.path) == planned if compare_arrays else None,
+        ))
+    return rows
 
 
 def model_variables(model) -> list:

@@ -201,3 +201,11 @@ def describe_mesh(mesh) -> MeshTable:
     devices = np.asarray(mesh.devices)
     rows = [MeshCell(tuple(int(i) for i in idx), str(devices[idx])) for idx in np.ndindex(devices.shape)]
     return MeshTable(rows, axis_names=tuple(mesh.axis_names), shape=tuple(mesh.shape))
+
+
+def describe_distribution(distribution) -> str:
+    """A short name for a distribution: "DataParallel (8,) ('data',)"."""
+    if distribution is None:
+        return "single device"
+    mesh = distribution.device_mesh
+    return f"{type(distribution).__name__} {tuple(mesh.shape)} {tuple(mesh.axis_names)}"

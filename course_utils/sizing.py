@@ -7,7 +7,7 @@ has its path, shape and dtype, and no value), Keras's own
 `distribution.get_variable_layout` gives each one its layout, and JAX's
 sharding gives the block each device would hold. Nothing is allocated. The
 numbers equal `memory_report` of the really built model, byte for byte
-(tests/test_sizing.py checks it on a model that fits).
+(tests/test_sizing.py checks it on a model that fits); `memory.planned_memory` does the sums.
 
 Counted: weights, one gradient per trainable weight, the optimizer's state.
 Not counted: activations, which grow with batch size and sequence length.
@@ -19,10 +19,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from course_utils.costs import DeviceMemory, MemoryReport
 from course_utils.keras_internals import forget_deferred
-from course_utils.layout import make_layout_map, optimizer_owners
-from course_utils.placements import planned_placement
+from course_utils.layout import make_layout_map
+from course_utils.memory import MemoryReport, planned_memory
 
 GIB = 2**30
 LAYOUTS = ("official", "tensor_parallel", "replicated")
@@ -116,97 +115,6 @@ def _resolve(model, config):
         raise ValueError(f"Pass a preset name, a Preset, or a backbone class with config=. "
                          f"Received: model={model!r}, config={config!r}.")
     return model, dict(config)
-
-
-def planned_memory(model, distribution, *, optimizer=None) -> MemoryReport:
-    """Bytes each device would hold for training, planned from shapes and Keras's layouts.
-
-    Works on a shape-only model (`abstract_model`) or a real one. Each
-    variable's layout is `distribution.get_variable_layout(variable)`; the
-    optimizer's slots follow their weight's layout, as Keras lays them out.
-
-    Args:
-        model: A built Keras model (shape-only or real).
-        distribution: The `ModelParallel` (or `DataParallel`) to plan for.
-        optimizer: A fresh, unbuilt Keras optimizer; defaults to `Adam()`.
-
-    Returns:
-        A `MemoryReport`, comparable row by row with `memory_report`.
-    """
-    if optimizer is None:
-        optimizer = _default_optimizer(model)
-    elif optimizer.built:
-        raise ValueError("planned_memory builds the optimizer on the model's variables; pass a fresh one, "
-                         "e.g. keras.optimizers.Adam().")
-    else:
-        _build_shape_only(optimizer, model)
-    per_weight = {v.path: _device_bytes(v, distribution) for v in model.weights}
-    owners = optimizer_owners(optimizer.variables, model.weights)
-    slots = [per_weight[owners[v.path]] if v.path in owners else _device_bytes(v, distribution)
-             for v in optimizer.variables]
-    weights = _sum(per_weight.values())
-    gradients = _sum(per_weight[v.path] for v in model.trainable_variables)
-    state = _sum(slots)
-    rows = [DeviceMemory(d, weights[d], gradients.get(d, 0), state.get(d, 0)) for d in weights]
-    from course_utils.train import describe_distribution
-
-    return MemoryReport(rows, title=f"{model.name} under {describe_distribution(distribution)}: bytes per "
-                                    f"device, planned from shapes (activations not counted)")
-
-
-_DEFAULT_OPTIMIZERS: dict[int, tuple] = {}  # id(model) -> (weakref to it, its trainable paths, Adam)
-
-
-def _default_optimizer(model):
-    """A shape-only `Adam()` built on the model's trainable variables, built once per model.
-
-    Its slots do not depend on the distribution, so one plan serves every
-    mesh and layout (`will_it_fit` plans each model nine times).
-    """
-    import weakref
-
-    import keras
-
-    paths = tuple(v.path for v in model.trainable_variables)
-    cached = _DEFAULT_OPTIMIZERS.get(id(model))
-    if cached and cached[0]() is model and cached[1] == paths:
-        return cached[2]
-    for key in [k for k, (ref, _, _) in _DEFAULT_OPTIMIZERS.items() if ref() is None]:
-        del _DEFAULT_OPTIMIZERS[key]
-    optimizer = _build_shape_only(keras.optimizers.Adam(), model)
-    _DEFAULT_OPTIMIZERS[id(model)] = (weakref.ref(model), paths, optimizer)
-    return optimizer
-
-
-def _build_shape_only(optimizer, model):
-    import keras
-
-    with keras.StatelessScope(initialize_variables=False):
-        optimizer.build(model.trainable_variables)
-    forget_deferred(optimizer.variables)
-    return optimizer
-
-
-def _device_bytes(variable, distribution) -> dict[str, int]:
-    import jax
-
-    layout = distribution.get_variable_layout(variable)
-    dtype = jax.dtypes.canonicalize_dtype(variable.dtype)  # what JAX really stores (int64 -> int32)
-    try:
-        planned = planned_placement(tuple(variable.shape), layout, dtype=dtype, name=variable.path)
-    except ValueError as error:
-        raise ValueError(f"{variable.path} {tuple(variable.shape)} cannot be laid out as {tuple(layout.axes)} "
-                         f"on mesh {tuple(layout.device_mesh.shape)}: {error} Keras would raise "
-                         f"IndivisibleError when building it. Change the rule or the mesh.") from None
-    return dict(planned.device_bytes)
-
-
-def _sum(per_device) -> dict[str, int]:
-    totals: dict[str, int] = {}
-    for device_bytes in per_device:
-        for device, n in device_bytes.items():
-            totals[device] = totals.get(device, 0) + n
-    return totals
 
 
 def without_axis(layout_map, axis: str):

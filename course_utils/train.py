@@ -16,6 +16,7 @@ import numpy as np
 
 from course_utils._table import Table
 from course_utils.devices import current_setup, scope_for
+from course_utils.mesh import describe_distribution
 
 
 @dataclass(frozen=True)
@@ -125,14 +126,6 @@ def run_training(build_model: Callable, data, *, distribution=None, epochs: int 
         simulated=bool(setup and setup.simulated) or _uses_cpu(distribution),
         model=model,
     )
-
-
-def describe_distribution(distribution) -> str:
-    """A short name for a distribution: "DataParallel (8,) ('data',)"."""
-    if distribution is None:
-        return "single device"
-    mesh = distribution.device_mesh
-    return f"{type(distribution).__name__} {tuple(mesh.shape)} {tuple(mesh.axis_names)}"
 
 
 def _uses_cpu(distribution) -> bool:

@@ -24,7 +24,7 @@ os.environ["COURSE_PLATFORM"] = "cpu"
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
 from course_utils import setup_devices  # noqa: E402
-from course_utils.devices import CACHE_ENV  # noqa: E402
+from course_utils.compiling import CACHE_ENV  # noqa: E402
 
 SETUP = setup_devices(8)
 # Kernels and subprocesses of every environment the tests start share this one's cache.

@@ -4,16 +4,19 @@ Each check runs in a fresh interpreter, since this test process has long
 imported everything.
 """
 
+import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import course_utils
 
-LIBRARY = ("checkpoints", "collectives", "costs", "devices", "hlo", "keras_internals", "layer_outputs", "layout",
-           "mesh", "models", "placements", "sizing", "train")
+PACKAGE = Path(course_utils.__file__).parent
+ENTRY_POINTS = ("__init__", "__main__", "launch")  # the flat API and the command lines, not library
+LIBRARY = tuple(sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ENTRY_POINTS))
 
 
 def loaded_after(statement: str) -> set[str]:
@@ -52,6 +55,27 @@ def test_the_library_imports_neither_drawing_nor_machinery():
     assert "matplotlib" not in loaded
     assert not [m for m in loaded if m.startswith(("course_utils.viz", "course_utils.widgets",
                                                    "course_utils.course", "course_utils.multiprocess"))]
+
+
+def test_the_library_is_every_top_level_module_and_each_is_in_the_flat_api():
+    assert {"fit", "layout_checks", "memory", "communication"} <= set(LIBRARY)
+    public = set(LIBRARY) - {"_table"}
+    assert public <= set(course_utils._SUBMODULES), public - set(course_utils._SUBMODULES)
+
+
+def test_keras_internals_is_imported_by_library_modules_only():
+    importers = []
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        if "course_utils.keras_internals" in names or any(
+                isinstance(n, ast.ImportFrom) and n.module == "course_utils" and
+                any(a.name == "keras_internals" for a in n.names) for n in ast.walk(tree)):
+            importers.append(path.relative_to(PACKAGE))
+    # the doctor only runs the catalogue's probes and reports them
+    outside = [str(p) for p in importers if p.parent != Path(".") and str(p) != "course/doctor.py"]
+    assert importers and outside == [], outside
 
 
 @pytest.mark.parametrize("name", course_utils.__all__)

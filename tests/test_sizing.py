@@ -8,9 +8,9 @@ import pytest
 keras_hub = pytest.importorskip("keras_hub")
 
 from course_utils import make_mesh, memory_report  # noqa: E402
+from course_utils.memory import planned_memory  # noqa: E402
 from course_utils.sizing import (  # noqa: E402
-    LAYOUTS, MESH_AXES, PRESETS, abstract_model, layout_for, planned_memory, training_memory,
-    without_axis)
+    LAYOUTS, MESH_AXES, PRESETS, abstract_model, layout_for, training_memory, without_axis)
 
 TINY_GEMMA = dict(vocabulary_size=512, num_layers=2, num_query_heads=4, num_key_value_heads=4, hidden_dim=64,
                   intermediate_dim=256, head_dim=16)

@@ -132,7 +132,7 @@ def check_devices(n: int = 8) -> tuple[Finding, object]:
 
 def check_compilation_cache(setup) -> Finding:
     """Where compiled programs are kept between runs, and how much is there."""
-    from course_utils.devices import CACHE_ENV, CACHE_LIMIT_BYTES
+    from course_utils.compiling import CACHE_ENV, CACHE_LIMIT_BYTES
 
     if setup.compilation_cache is None:
         return Finding("compilation cache", f"off ({CACHE_ENV}=off): every run compiles again")

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from course_utils.devices import device_name, use_compilation_cache
+from course_utils.compiling import use_compilation_cache
+from course_utils.devices import device_name
 
 # Keras imports scikit-learn (for its optional scikit-learn wrappers) and pyplot (for its plotting
 # helpers) whenever they are installed: about 3 s of every worker's start, for code no worker runs.
@@ -73,7 +74,7 @@ def setup_process(global_devices: int | None = None, *, seed: int | None = 0) ->
     which Keras loads for helpers no worker uses (`UNUSED_BY_WORKERS`; the
     script can still import them itself). Compiled
     programs are kept on disk as `setup_devices` keeps them, shared by every
-    process of the run (`course_utils.devices.compilation_cache_dir`).
+    process of the run (`course_utils.compiling.compilation_cache_dir`).
 
     Args:
         global_devices: The devices the script's mesh needs over all

@@ -14,7 +14,7 @@ import math
 
 from matplotlib.figure import Figure
 
-from course_utils.costs import MemoryReport
+from course_utils.memory import MemoryReport
 from course_utils.layout import LayoutReport, explain_layout
 from course_utils.viz.bars import bytes_bars, memory_bars, memory_by_bars
 from course_utils.viz.canvas import Scene, line_height, to_figure

@@ -16,12 +16,10 @@ from dataclasses import dataclass
 
 import ipywidgets as widgets
 
-from course_utils.costs import DeviceMemory, MemoryReport
-from course_utils.keras_internals import layout_map_of
-from course_utils.layout import LayoutReport, LayoutRow, make_layout_map, matched_rule, optimizer_owners
+from course_utils.layout import LayoutReport, layout_rows, make_layout_map
 from course_utils.layout_checks import check_layout_map
+from course_utils.memory import MemoryReport, memory_of_rows
 from course_utils.mesh import make_mesh, mesh_shapes
-from course_utils.placements import planned_placement
 from course_utils.viz.model import model_scene
 from course_utils.widgets.base import Explorer, render, shape_options, squarest
 
@@ -47,7 +45,7 @@ class ModelExplorer(Explorer):
         distribution: The `ModelParallel` distribution shown.
         report: `planned_report`: every weight and optimizer variable, laid out
             as Keras would lay it out under `distribution`.
-        memory: `planned_memory`: weights, gradients and optimizer state per device.
+        memory: `memory.memory_of_rows`: weights, gradients and optimizer state per device.
         image: The weights' placements (first `PANELS`) above the memory per device.
         table: `HTML` widget showing `report`.
         views: (mesh shape, preset) -> what was shown for it. A choice seen
@@ -97,7 +95,7 @@ class ModelExplorer(Explorer):
         if problems:
             raise ValueError("\n".join(p.message for p in problems))
         report = planned_report(self.model, self.optimizer_variables, dist)
-        memory = planned_memory(self.model, report)
+        memory = memory_of_rows(self.model, report.rows, title=f"{self.model.name} under {report.title}: bytes per device")
         scene = model_scene(largest_weights(report, len(self.model.variables)), memory=memory)
         return _View(dist, report, memory, render(scene))
 
@@ -130,53 +128,13 @@ def optimizer_template(model) -> list:
 
 
 def planned_report(model, optimizer_variables, distribution) -> LayoutReport:
-    """How Keras would lay out every variable of `model` and its optimizer under `distribution`.
-
-    Weights: `distribution.get_variable_layout` of the model's own variables.
-    Optimizer slots (Keras names a slot "<weight path with '_'>_<slot>") take
-    their weight's layout, as Keras's `add_variable_from_reference` gives
-    them; other optimizer variables are looked up by their own path.
-    """
-    layout_map = layout_map_of(distribution)
-    owners = optimizer_owners(optimizer_variables, model.trainable_variables)
-    weights = {v.path: v for v in model.trainable_variables}
-    rows = [_row(v, distribution.get_variable_layout(v), matched_rule(layout_map, v.path)) for v in model.variables]
-    for variable in optimizer_variables:
-        owner = weights.get(owners.get(variable.path))
-        if owner is None:
-            rows.append(_row(variable, distribution.get_variable_layout(variable),
-                             matched_rule(layout_map, variable.path)))
-        else:
-            rows.append(_row(variable, distribution.get_variable_layout(owner), f"follows {owner.path}"))
+    """How Keras would lay out every variable of `model` and its optimizer under `distribution`
+    (`layout.layout_rows`, planned from shapes: no array is read)."""
     mesh = distribution.device_mesh
-    return LayoutReport(rows, title=f"{type(distribution).__name__} on mesh {tuple(mesh.shape)} "
-                                    f"{tuple(mesh.axis_names)} (planned from shapes)")
-
-
-def _row(variable, layout, rule: str) -> LayoutRow:
-    shape = tuple(variable.shape)
-    planned = planned_placement(shape, layout, dtype=variable.dtype, name=variable.path)
-    return LayoutRow(path=variable.path, shape=shape, dtype=str(variable.dtype), rule=rule,
-                     axes=tuple(layout.axes), shard_shape=planned.shard_shape,
-                     bytes_per_device=max(planned.bytes_per_device.values()), placement=planned,
-                     as_planned=None)
-
-
-def planned_memory(model, report: LayoutReport) -> MemoryReport:
-    """Bytes per device of weights, gradients (one per trainable weight) and optimizer state."""
-    weights = {v.path for v in model.variables}
-    trainable = {v.path for v in model.trainable_variables}
-    totals: dict[str, list[int]] = {}
-    for row in report.rows:
-        for device, n in row.placement.device_bytes:
-            kinds = totals.setdefault(device, [0, 0, 0])
-            if row.path in weights:
-                kinds[0] += n
-                kinds[1] += n if row.path in trainable else 0
-            else:
-                kinds[2] += n
-    rows = [DeviceMemory(device, *kinds) for device, kinds in totals.items()]
-    return MemoryReport(rows, title=f"{model.name} under {report.title}: bytes per device")
+    return LayoutReport(layout_rows(model, distribution, optimizer_variables=optimizer_variables,
+                                    compare_arrays=False),
+                        title=f"{type(distribution).__name__} on mesh {tuple(mesh.shape)} {tuple(mesh.axis_names)} "
+                              f"(planned from shapes)")
 
 
 def built_under(model, distribution):

@@ -37,7 +37,7 @@ def _model_parallel(shape):
 
 def _memory(shape):
     """The real memory report of the lesson's model under ModelParallel on `shape`."""
-    from course_utils.costs import memory_report
+    from course_utils.memory import memory_report
 
     dist = _model_parallel(shape)
     with dist.scope():

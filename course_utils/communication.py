@@ -1,95 +1,25 @@
-"""What a layout costs: bytes per device, and the collectives of a compiled training step.
+"""What a training step communicates: the collectives of the real compiled step, beside the layout's expectation.
 
-Memory comes from the real arrays' shards. Communication comes from the real
-program: one training step of the model, compiled by XLA under the
-distribution, whose collectives are read from the compiled text and set
-beside what the layout predicts.
+`communication_report` compiles one training step of the model, as `fit` runs it, under the
+distribution, reads its collectives from the compiled text (`hlo`), attributes each to the layer
+it comes from, and sets them beside what the layout predicts (`collectives`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from course_utils._table import Table
-from course_utils.devices import scope_for
 from course_utils.collectives import LayerTable, attribute, by_layer, expected_collectives, not_modelled
+from course_utils.compiling import READING_COMPILE
 from course_utils.hlo import Collective, collective_ops, parse_collectives
 from course_utils.keras_internals import state_shardings, symbolic_build, training_state
 from course_utils.layer_outputs import layer_outputs
-from course_utils.placements import placement
+from course_utils.memory import check_trainable
 
 SCALAR_SLACK = 64  # bytes: the loss and metric scalars ride along with the gradients
-# XLA's CPU backend optimisations and fusion emitters: off. The SPMD partitioner, which inserts the
-# collectives, runs before them: the same collectives, compiled several times faster.
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True,
-                "xla_cpu_use_fusion_emitters": False}
 
-__all__ = ["CommunicationReport", "MemoryReport", "communication_report", "compiled_train_step",
-           "expected_collectives", "memory_report", "training_batch"]
-
-
-@dataclass(frozen=True)
-class DeviceMemory:
-    """Bytes one device holds for training."""
-
-    device: str
-    weights: int
-    gradients: int
-    optimizer: int
-
-    @property
-    def total(self) -> int:
-        return self.weights + self.gradients + self.optimizer
-
-
-class MemoryReport(Table):
-    """Bytes per device for weights, gradients and optimizer state."""
-
-    columns = ("device", "weights", "gradients", "optimizer state", "total")
-
-    def cells(self, row: DeviceMemory) -> list[str]:
-        return [row.device, *(f"{n:,}" for n in (row.weights, row.gradients, row.optimizer, row.total))]
-
-    @property
-    def max_total(self) -> int:
-        return max(r.total for r in self.rows)
-
-
-def memory_report(model, distribution=None) -> MemoryReport:
-    """Bytes each device holds for a model's training state, from the real shards.
-
-    Gradients are not kept between steps; during a step there is one per
-    trainable weight, laid out like it, so they are counted from the
-    trainable weights' shards.
-
-    Args:
-        model: A compiled Keras model built under `distribution`; its
-            optimizer is built if it was not yet.
-        distribution: The distribution it was built under (for the title).
-    """
-    _check_trainable(model, "memory_report")
-    optimizer = model.optimizer
-    if not optimizer.built:
-        with scope_for(distribution):
-            optimizer.build(model.trainable_variables)
-    weights = _bytes(model.weights)
-    gradients = _bytes(model.trainable_variables)
-    state = _bytes(optimizer.variables)
-    devices = list(weights)
-    rows = [DeviceMemory(d, weights[d], gradients.get(d, 0), state.get(d, 0)) for d in devices]
-    from course_utils.train import describe_distribution
-
-    return MemoryReport(rows, title=f"{model.name} under {describe_distribution(distribution)}: bytes per device")
-
-
-def _bytes(variables) -> dict[str, int]:
-    totals: dict[str, int] = {}
-    for variable in variables:
-        for device, n in placement(variable).device_bytes:
-            totals[device] = totals.get(device, 0) + n
-    return totals
+__all__ = ["CommunicationReport", "communication_report", "compiled_train_step", "training_batch"]
 
 
 class CommunicationReport(Table):
@@ -98,19 +28,20 @@ class CommunicationReport(Table):
     Attributes:
         compiled: The program's collectives summed per kind and axes (`hlo.Collective`).
         expected: What the layout predicts (`expected_collectives`).
-        rows: One `CollectiveRow` per compiled collective: layer, op, pass,
-            kind, axes, bytes, the weight it moves, and a one-line reason.
+        rows: The table's rows: `compiled`, then `expected`.
+        collectives: One `CollectiveRow` per compiled collective: layer, op,
+            pass, kind, axes, bytes, the weight it moves, and a one-line reason.
         not_modelled: What the expectation leaves out, one line each.
         hlo: The compiled program's text.
     """
 
     columns = ("kind", "over axes", "count", "bytes per device", "source")
 
-    def __init__(self, compiled, expected, *, title: str, rows=(), not_modelled=(), hlo: str = ""):
+    def __init__(self, compiled, expected, *, title: str, collectives=(), not_modelled=(), hlo: str = ""):
         super().__init__(list(compiled) + list(expected), title=title)
         self.compiled = list(compiled)
         self.expected = list(expected)
-        self.collectives = list(rows)
+        self.collectives = list(collectives)
         self.not_modelled = list(not_modelled)
         self.hlo = hlo
 
@@ -201,7 +132,7 @@ def communication_report(model, distribution, batch, *, target_shape=None,
         >>> report = communication_report(causal_lm, distribution, (x, y))
         >>> report.by_layer()
     """
-    _check_trainable(model, "communication_report")
+    check_trainable(model, "communication_report")
     data = training_batch(model, batch, target_shape, target_dtype)
     hlo = compiled_train_step(model, distribution, data)
     mesh = distribution.device_mesh
@@ -212,7 +143,7 @@ def communication_report(model, distribution, batch, *, target_shape=None,
     expected = expected_collectives(model, distribution, tuple(first.shape), outputs=outputs)
     shapes = ", ".join(str(tuple(leaf.shape)) for leaf in jax_leaves(data[0]))
     return CommunicationReport(
-        compiled, expected, rows=attribute(ops, model, distribution, outputs),
+        compiled, expected, collectives=attribute(ops, model, distribution, outputs),
         not_modelled=not_modelled(model, distribution), hlo=hlo,
         title=(f"One training step of {model.name}, batch {shapes}, "
                f"{type(distribution).__name__} on {tuple(mesh.shape)} {tuple(mesh.axis_names)}"))
@@ -222,15 +153,6 @@ def jax_leaves(tree) -> list:
     import jax
 
     return jax.tree.leaves(tree)
-
-
-def _check_trainable(model, what: str) -> None:
-    if not getattr(model, "built", False) or not model.variables:
-        raise ValueError(f"{what} needs a built model; {model.name!r} has no variables yet. Build it inside "
-                         f"distribution.scope(): give it a keras.Input, or call model.build(input_shape).")
-    if getattr(model, "optimizer", None) is None:
-        raise ValueError(f"{what} needs a compiled model; {model.name!r} has no optimizer. "
-                         f"Call model.compile(optimizer=..., loss=...) first.")
 
 
 def training_batch(model, batch, target_shape=None, target_dtype=None) -> tuple:
@@ -280,7 +202,7 @@ def _sparse_loss(model) -> bool:
     return any("sparse" in str(n) for n in names if n)
 
 
-def compiled_train_step(model, distribution, batch, *, options: dict | None = FAST_COMPILE) -> str:
+def compiled_train_step(model, distribution, batch, *, options: dict | None = READING_COMPILE) -> str:
     """The text of Keras's training step compiled by XLA under `distribution`.
 
     Args:
@@ -288,9 +210,10 @@ def compiled_train_step(model, distribution, batch, *, options: dict | None = FA
         distribution: The distribution the step runs under.
         batch: `(x, y[, sample_weight])` of `jax.ShapeDtypeStruct`s (see `training_batch`);
             each is laid out as `fit` lays out data (`distribution.get_data_layout`).
-        options: XLA compiler options. The default turns XLA's backend
-            optimisations off: they do not change the collectives the
-            partitioner inserts, and cost most of the time. None: XLA's defaults.
+        options: XLA compiler options. The default, `devices.READING_COMPILE`,
+            turns XLA's backend optimisations off: they do not change the
+            collectives the partitioner inserts, and cost most of the time.
+            None: XLA's defaults.
     """
     import jax
 

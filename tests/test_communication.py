@@ -1,10 +1,10 @@
-"""Memory from the real shards; collectives from the real compiled step."""
+"""Collectives from the real compiled step, beside what the layout predicts."""
 
 import keras
 import pytest
 from keras import distribution
 
-from course_utils import communication_report, make_layout_map, make_mesh, memory_report, models
+from course_utils import communication_report, make_layout_map, make_mesh, models
 
 
 GRADIENT_BYTES = (16 * 32 + 32 + 32 * 4 + 4) * 4
@@ -31,21 +31,11 @@ def built_under(dist):
         return build()
 
 
-def test_memory_replicated():
-    dp = data_parallel()
-    replicated = memory_report(built_under(dp), dp)
-    assert {r.weights for r in replicated.rows} == {GRADIENT_BYTES}
-    assert {r.optimizer for r in replicated.rows} == {2 * GRADIENT_BYTES + 8}  # m, v, iteration, lr
-
-
-def test_model_axis_of_four_holds_a_quarter_of_the_sharded_weights():
-    dp, mp = data_parallel(), megatron((2, 4))
-    replicated = memory_report(built_under(dp), dp).rows[0]
-    sharded = memory_report(built_under(mp), mp).rows[0]
-    d2_bias = 4 * 4  # the only weight left replicated
-    assert sharded.weights - d2_bias == (replicated.weights - d2_bias) // 4
-    assert sharded.gradients == sharded.weights
-    assert "optimizer state" in repr(memory_report(built_under(mp), mp))
+def test_an_unbuilt_model_is_refused_with_the_fix():
+    model = keras.Sequential([keras.layers.Dense(4)], name="unbuilt")
+    model.compile(optimizer="adam", loss="mse")
+    with pytest.raises(ValueError, match=r"needs a built model; 'unbuilt' has no variables yet\. Build it"):
+        communication_report(model, data_parallel(), (32, 16))
 
 
 def test_data_parallel_step_all_reduces_the_gradients():
@@ -124,15 +114,6 @@ def test_a_difference_names_the_layer_and_the_weight():
     assert any("not expected" in line and "mlp/d1" in line for line in report.differences())
 
 
-def test_an_unbuilt_model_is_refused_with_the_fix():
-    model = keras.Sequential([keras.layers.Dense(4)], name="unbuilt")
-    model.compile(optimizer="adam", loss="mse")
-    with pytest.raises(ValueError, match=r"needs a built model; 'unbuilt' has no variables yet\. Build it"):
-        communication_report(model, data_parallel(), (32, 16))
-    with pytest.raises(ValueError, match=r"memory_report needs a built model; 'unbuilt' has no variables yet"):
-        memory_report(model, data_parallel())
-
-
 def test_target_options_with_a_real_batch_are_refused():
     import numpy as np
 
@@ -162,13 +143,14 @@ def test_attention_and_sequence_length_are_modelled():
     assert report.bytes_over("model") == 6 * activation  # attention out, ffn2; q, k, v and ffn1 input gradients
 
 
-def test_the_quick_compile_has_the_collectives_of_xla_s_full_compile():
-    from course_utils.costs import FAST_COMPILE, compiled_train_step, training_batch
+def test_the_reading_compile_has_the_collectives_of_xla_s_full_compile():
+    from course_utils.communication import compiled_train_step, training_batch
+    from course_utils.compiling import READING_COMPILE
     from course_utils.hlo import parse_collectives
 
     model, mp = tensor_parallel_block("adam")
     batch = training_batch(model, (16, 8, 32))
     quick, full = (parse_collectives(compiled_train_step(model, mp, batch, options=options),
-                                     ("data", "model"), (2, 4)) for options in (FAST_COMPILE, None))
+                                     ("data", "model"), (2, 4)) for options in (READING_COMPILE, None))
     key = lambda c: (c.kind, c.axes)
     assert sorted(quick, key=key) == sorted(full, key=key) and any(c.axes == ("model",) for c in full)

@@ -1,0 +1,72 @@
+"""Bytes per device of a model's training state: from the real shards, and planned from shapes."""
+
+import keras
+import pytest
+from keras import distribution
+
+from course_utils import make_layout_map, make_mesh, memory_report, models
+
+
+GRADIENT_BYTES = (16 * 32 + 32 + 32 * 4 + 4) * 4
+
+
+def build():
+    keras.utils.set_random_seed(0)
+    model = models.mlp(inputs=16, hidden=32, classes=4)
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+def data_parallel():
+    return distribution.DataParallel(device_mesh=make_mesh((8,), ("data",)))
+
+
+def megatron(shape=(2, 4)):
+    layout_map = make_layout_map(make_mesh(shape, ("data", "model")), models.mlp_rules())
+    return distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+
+
+def built_under(dist):
+    with dist.scope():
+        return build()
+
+
+def test_memory_replicated():
+    dp = data_parallel()
+    replicated = memory_report(built_under(dp), dp)
+    assert {r.weights for r in replicated.rows} == {GRADIENT_BYTES}
+    assert {r.optimizer for r in replicated.rows} == {2 * GRADIENT_BYTES + 8}  # m, v, iteration, lr
+
+
+def test_model_axis_of_four_holds_a_quarter_of_the_sharded_weights():
+    dp, mp = data_parallel(), megatron((2, 4))
+    replicated = memory_report(built_under(dp), dp).rows[0]
+    sharded = memory_report(built_under(mp), mp).rows[0]
+    d2_bias = 4 * 4  # the only weight left replicated
+    assert sharded.weights - d2_bias == (replicated.weights - d2_bias) // 4
+    assert sharded.gradients == sharded.weights
+    assert "optimizer state" in repr(memory_report(built_under(mp), mp))
+
+
+def test_an_unbuilt_model_is_refused_with_the_fix():
+    model = keras.Sequential([keras.layers.Dense(4)], name="unbuilt")
+    model.compile(optimizer="adam", loss="mse")
+    with pytest.raises(ValueError, match=r"memory_report needs a built model; 'unbuilt' has no variables yet"):
+        memory_report(model, data_parallel())
+
+
+def test_planned_from_layout_rows_equals_the_real_shards_with_adams_slots_on_their_weights():
+    from course_utils.layout import layout_rows
+    from course_utils.memory import memory_of_rows, planned_memory
+
+    mp = megatron((2, 4))
+    model = built_under(mp)
+    real = memory_report(model, mp)
+    assert planned_memory(model, mp).rows == real.rows
+    model.optimizer.build(model.trainable_variables)
+    rows = layout_rows(model, mp, optimizer_variables=model.optimizer.variables)
+    assert memory_of_rows(model, rows, title="t").rows == real.rows
+    slots = {r.path.split("/", 1)[1]: r.rule for r in rows if r.path.startswith("adam")}
+    assert slots["mlp_d1_kernel_momentum"] == "follows mlp/d1/kernel"
+    assert slots["iteration"] == "replicated: no rule matched"
+    assert all(r.as_planned for r in rows)
