@@ -46,7 +46,7 @@ _EXPORTS = {
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("checkpoints", "collectives", "communication", "compiling", "course", "devices", "fit", "hlo",
-               "keras_internals", "layer_outputs", "layout", "layout_checks", "memory", "mesh", "models",
+               "jax_internals", "keras_internals", "layer_outputs", "layout", "layout_checks", "memory", "mesh", "models",
                "multiprocess", "placements", "sizing", "train", "viz", "widgets")
 
 __all__ = sorted(_HOME)

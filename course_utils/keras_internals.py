@@ -1,10 +1,15 @@
 """Every private Keras attribute the course relies on, in one place.
 
 Keras has no public way to ask for these: the state a training step takes,
-the shardings of that state, every sub-layer of a model, or the LayoutMap a
-`ModelParallel` holds. Each is reached here and nowhere else, so a Keras
-upgrade that renames one breaks one module, and `missing()` (run by the test
-suite and by `python -m course_utils doctor`) names the attribute at once.
+the shardings of that state, every sub-layer of a model, the LayoutMap a
+`ModelParallel` holds, the name scopes open now, the variables a
+`StatelessScope` will allocate. Each is reached here and nowhere else, so a
+Keras upgrade that renames one breaks one module, and `missing()` (run by the
+test suite and by `python -m course_utils doctor`) names it at once: it checks
+that every attribute exists and, for the global-state keys, that the
+behaviour the course relies on still holds (`BEHAVIOURS`), since a renamed
+key fails silently: sizing Gemma 7B would allocate 34 GB, and every
+collective would be blamed on "(training step)".
 
 Checked against Keras `CHECKED_WITH`.
 """
@@ -12,6 +17,9 @@ Checked against Keras `CHECKED_WITH`.
 from __future__ import annotations
 
 CHECKED_WITH = "3.15.1"
+# Keras's global-state keys the course reads: a rename would fail silently (see `BEHAVIOURS`).
+NAME_SCOPE_KEY = "name_scope_stack"
+DEFERRED_KEY = "uninitialized_variables"
 
 # (what owns it, attribute): the private names used below.
 ATTRIBUTES = (
@@ -67,7 +75,7 @@ def name_scope_path() -> str:
     """
     from keras.src.backend.common import global_state
 
-    stack = global_state.get_global_attribute("name_scope_stack") or []
+    stack = global_state.get_global_attribute(NAME_SCOPE_KEY) or []
     return "/".join(entry.name for entry in stack)
 
 
@@ -82,14 +90,40 @@ def forget_deferred(variables) -> None:
     from keras.src.backend.common import global_state
 
     gone = {id(v) for v in variables}
-    pending = global_state.get_global_attribute("uninitialized_variables") or []
-    global_state.set_global_attribute("uninitialized_variables", [v for v in pending if id(v) not in gone])
+    pending = global_state.get_global_attribute(DEFERRED_KEY) or []
+    global_state.set_global_attribute(DEFERRED_KEY, [v for v in pending if id(v) not in gone])
+
+
+# What the course relies on beyond names, each probed by `missing()`.
+BEHAVIOURS = (
+    "a shape-only variable, once forgotten, stays unallocated when the next StatelessScope closes",
+    "name_scope_path() names the Keras name scopes open now",
+)
+
+
+def _deferred_stays_unallocated() -> bool:
+    import keras
+
+    with keras.StatelessScope(initialize_variables=False):
+        variable = keras.Variable(initializer="zeros", shape=(2, 3), name="course_probe")
+    forget_deferred([variable])
+    with keras.StatelessScope():
+        pass
+    return getattr(variable, "_value", None) is None
+
+
+def _name_scope_is_seen() -> bool:
+    import keras
+
+    with keras.name_scope("course_probe"):
+        with keras.name_scope("inner"):
+            return name_scope_path() == "course_probe/inner"
 
 
 def missing() -> list[str]:
-    """The private attributes this Keras no longer has, as "owner.attribute" (empty: all present).
+    """What this Keras no longer offers: attributes as "owner.attribute", broken behaviours by `BEHAVIOURS`.
 
-    Attributes set in `__init__` are looked for on a small real instance.
+    Attributes set in `__init__` are looked for on a small real instance. Empty: all present and working.
     """
     import importlib
 
@@ -104,4 +138,12 @@ def missing() -> list[str]:
             layout_map=keras.distribution.LayoutMap(mesh), batch_dim_name="model"),
         "keras.src.backend.common.global_state": importlib.import_module("keras.src.backend.common.global_state"),
     }
-    return [f"{owner}.{name}" for owner, name in ATTRIBUTES if not hasattr(owners[owner], name)]
+    gone = [f"{owner}.{name}" for owner, name in ATTRIBUTES if not hasattr(owners[owner], name)]
+    for behaviour, probe in zip(BEHAVIOURS, (_deferred_stays_unallocated, _name_scope_is_seen)):
+        try:
+            works = probe()
+        except Exception:  # a probe that breaks is a behaviour that is gone
+            works = False
+        if not works:
+            gone.append(f"behaviour: {behaviour}")
+    return gone

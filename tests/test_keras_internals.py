@@ -19,6 +19,13 @@ def test_missing_names_an_attribute_that_is_gone(monkeypatch):
     assert keras_internals.missing() == ["keras.Model._get_state_sharding_spec"]
 
 
+def test_missing_names_a_behaviour_that_is_gone(monkeypatch):
+    # as if Keras had renamed the global-state keys the course reads: no attribute is missing, both behaviours are
+    monkeypatch.setattr(keras_internals, "DEFERRED_KEY", "pending_variables")
+    monkeypatch.setattr(keras_internals, "NAME_SCOPE_KEY", "scopes")
+    assert keras_internals.missing() == [f"behaviour: {b}" for b in keras_internals.BEHAVIOURS]
+
+
 def test_helpers_read_the_model_and_distribution():
     model = models.mlp()
     layout_map = make_layout_map(make_mesh((2, 4), ("data", "model")), models.mlp_rules())

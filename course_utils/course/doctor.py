@@ -169,9 +169,20 @@ def check_keras_internals() -> Finding:
 
     gone = keras_internals.missing()
     if not gone:
-        return Finding("Keras internals", f"all {len(keras_internals.ATTRIBUTES)} present")
-    return Finding("Keras internals", f"this Keras lacks {', '.join(gone)}",
+        return Finding("Keras internals", f"all {len(keras_internals.ATTRIBUTES)} attributes present, "
+                                          f"{len(keras_internals.BEHAVIOURS)} behaviours as expected")
+    return Finding("Keras internals", f"this Keras lacks {'; '.join(gone)}",
                    f"install keras=={keras_internals.CHECKED_WITH}, the version the course was checked with")
+
+
+def check_jax_internals() -> Finding:
+    from course_utils import jax_internals
+
+    gone = jax_internals.missing()
+    if not gone:
+        return Finding("JAX internals", f"all {len(jax_internals.READS)} parts the course reads as expected")
+    return Finding("JAX internals", f"this JAX no longer gives {'; '.join(gone)}",
+                   f"install jax and jaxlib=={jax_internals.CHECKED_WITH}, the version the course was checked with")
 
 
 def check_memory() -> Finding:
@@ -219,6 +230,7 @@ def run(out=sys.stdout) -> int:
             findings.append(check_compilation_cache(setup))
             findings.append(check_mesh_computation())
             findings.append(check_keras_internals())
+            findings.append(check_jax_internals())
     findings.append(check_memory())
     for finding in findings:
         print(finding, file=out)

@@ -1,0 +1,88 @@
+"""What the course reads of JAX and XLA beyond their stable API, in one catalogue, each part probed.
+
+`keras_internals` does the same for Keras. The readers are `layer_outputs` (which layer traced an
+operation) and `hlo` (the collectives of a compiled program and what they move). A JAX upgrade that
+changes one of these would not raise: the course would read nothing, or the wrong thing. So
+`missing()` (run by the test suite and by `python -m course_utils doctor`) compiles a small sharded
+program and checks that each part still reads as the course expects.
+
+Checked against JAX `CHECKED_WITH`.
+"""
+
+from __future__ import annotations
+
+CHECKED_WITH = "0.10.2"
+
+# (what, who reads it): the parts of JAX's and XLA's output the course relies on.
+READS = (
+    ("`eqn.source_info.name_stack` of a traced jaxpr equation: the name scopes open when it was traced",
+     "layer_outputs"),
+    ("the op_name a compiled program gives a parameter: its argument path, e.g. \"state[0]['w']\"",
+     "hlo (which variable a collective moves)"),
+    ("a collective's line in the compiled text: its result shape, its replica_groups over the mesh, and "
+     "metadata={op_name=\"jit(f)/<name scopes>/<primitive>\"}", "hlo (kind, axes, bytes, layer)"),
+)
+
+
+def _name_stack_is_read() -> bool:
+    import jax
+
+    def f(x):
+        with jax.named_scope("course_probe"):
+            return x * 2.0
+
+    eqns = jax.make_jaxpr(f)(1.0).jaxpr.eqns
+    return [str(eqn.source_info.name_stack) for eqn in eqns] == ["course_probe"]
+
+
+def _probe_program() -> str:
+    """The compiled text of a sum over a vector split over 2 devices, inside a name scope."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices()[:2]), ("course_axis",))
+    split = NamedSharding(mesh, PartitionSpec("course_axis"))
+
+    def f(state):
+        with jax.named_scope("course_probe"):
+            return jnp.sum(state[0]["w"])
+
+    spec = ({"w": jax.ShapeDtypeStruct((8,), jnp.float32, sharding=split)},)
+    return jax.jit(f, out_shardings=NamedSharding(mesh, PartitionSpec())).lower(spec).compile().as_text()
+
+
+def _collectives_are_read(text: str) -> list[str]:
+    from course_utils.hlo import collective_ops
+
+    ops = collective_ops(text, ("course_axis",), (2,))
+    problems = []
+    if [(op.kind, op.axes) for op in ops] != [("all-reduce", ("course_axis",))]:
+        problems.append(READS[2][0])
+    elif not any(s.scope == "course_probe" for s in ops[0].sources):
+        problems.append(READS[2][0] + " (the name scope is gone from op_name)")
+    if ops and ops[0].operand not in ("", "state[0]['w']"):
+        problems.append(READS[1][0])
+    if "state[0]['w']" not in text.replace("\\'", "'"):
+        problems.append(READS[1][0])
+    return problems
+
+
+def missing() -> list[str]:
+    """The parts of `READS` this JAX no longer gives as the course reads them (empty: all as expected)."""
+    import jax
+
+    gone = []
+    try:
+        if not _name_stack_is_read():
+            gone.append(READS[0][0])
+    except Exception:  # a probe that breaks is a part that is gone
+        gone.append(READS[0][0])
+    if len(jax.devices()) < 2:
+        return gone + ["(the compiled-program probes need 2 devices: call setup_devices first)"]
+    try:
+        gone += _collectives_are_read(_probe_program())
+    except Exception as error:
+        gone.append(f"{READS[2][0]} (the probe program failed: {type(error).__name__}: {error})")
+    return list(dict.fromkeys(gone))

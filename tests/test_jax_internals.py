@@ -1,0 +1,23 @@
+"""What the course reads of JAX and XLA still reads as expected, and a change would be named."""
+
+from course_utils import jax_internals
+
+
+def test_every_part_the_course_reads_is_as_expected():
+    assert jax_internals.missing() == [], (
+        f"JAX changed what the course reads; course_utils/jax_internals.py was checked against JAX "
+        f"{jax_internals.CHECKED_WITH}. Update the reader named in jax_internals.READS.")
+
+
+def test_a_program_without_the_names_the_course_reads_is_named(monkeypatch):
+    real = jax_internals._probe_program
+    monkeypatch.setattr(jax_internals, "_probe_program",
+                        lambda: real().replace("course_probe/", "").replace("state[0]", "arg0"))
+    gone = jax_internals.missing()
+    assert any("the name scope is gone from op_name" in g for g in gone)
+    assert jax_internals.READS[1][0] in gone
+
+
+def test_a_name_stack_that_moved_is_named(monkeypatch):
+    monkeypatch.setattr(jax_internals, "_name_stack_is_read", lambda: False)
+    assert jax_internals.missing() == [jax_internals.READS[0][0]]
