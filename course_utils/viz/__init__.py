@@ -1,4 +1,8 @@
-"""Drawings of the course's data: meshes, placements, models, batch splits, memory, processes.
+"""Drawings of the course's data: meshes, placements, models, batch splits, memory, processes, will it fit.
+
+`mesh` draws a mesh, `tensor` one tensor's blocks (and a batch split), `model` every weight of a
+model and its memory, `panels` the tensor panels those two share, `blocks` the marks of one block,
+`bars` bytes per device, `processes` devices by process, `fit` a `fit.FitReport`.
 
 Every function returns a `matplotlib.figure.Figure` and never shows it; the
 notebook decides. Figures are built without pyplot, so nothing accumulates in
@@ -13,12 +17,12 @@ from course_utils.viz.figures import BLOCK_GID, figure_png, projected_sizes, sho
 from course_utils.viz.mesh import draw_mesh
 from course_utils.viz.model import draw_memory, draw_memory_by, draw_model
 from course_utils.viz.palette import DEVICE_COLORS, device_color, mesh_colors, process_color
-from course_utils.viz.placement import draw_batch_split, draw_placement
+from course_utils.viz.fit import draw_fit
 from course_utils.viz.processes import draw_process_mesh
-from course_utils.viz.sizing import draw_fit
+from course_utils.viz.tensor import draw_batch_split, draw_placement
 
 show_figures_in_notebooks()
 
-__all__ = ["BLOCK_GID", "DEVICE_COLORS", "device_color", "draw_batch_split", "draw_fit", "draw_memory", "draw_memory_by", "draw_mesh",
-           "draw_model", "draw_placement", "draw_process_mesh", "figure_png", "mesh_colors", "process_color",
-           "projected_sizes"]
+__all__ = ["BLOCK_GID", "DEVICE_COLORS", "device_color", "draw_batch_split", "draw_fit", "draw_memory", "draw_memory_by",
+           "draw_mesh", "draw_model", "draw_placement", "draw_process_mesh", "figure_png", "mesh_colors",
+           "process_color", "projected_sizes"]

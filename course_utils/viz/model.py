@@ -19,7 +19,7 @@ from course_utils.layout import LayoutReport, explain_layout
 from course_utils.viz.bars import bytes_bars, memory_bars, memory_by_bars
 from course_utils.viz.canvas import Scene, line_height, to_figure
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
-from course_utils.viz.placement import (draw_panel, legend, panel_views, placement_colors, scale_note, scaled_panel,
+from course_utils.viz.panels import (draw_panel, legend, panel_views, placement_colors, scale_note, scaled_panel,
                                         undrawn)
 
 COLUMNS = 4

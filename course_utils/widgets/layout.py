@@ -7,7 +7,7 @@ import html
 import ipywidgets as widgets
 
 from course_utils.placements import Placement, layout_errors, planned_placement
-from course_utils.viz.placement import placement_scene
+from course_utils.viz.tensor import placement_scene
 from course_utils.widgets.base import Explorer, render
 
 

@@ -11,7 +11,7 @@ from matplotlib.text import Text
 from course_utils import make_mesh, planned_placement
 from course_utils.viz.canvas import Box, Polygons, Scene, Words, text_size, to_figure, to_svg
 from course_utils.viz.mesh import mesh_scene
-from course_utils.viz.placement import placement_scene
+from course_utils.viz.tensor import placement_scene
 
 SVG = "{http://www.w3.org/2000/svg}"
 MESH = make_mesh((2, 4), ("data", "model"))

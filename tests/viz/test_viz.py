@@ -157,7 +157,7 @@ def test_draw_model_draws_a_panel_to_scale_or_says_it_is_not():
 
 
 def test_a_panel_drawn_to_scale_keeps_every_mark_it_shows_in_the_whole_box():
-    from course_utils.viz.placement import label_marks, panel_views, scaled_panel
+    from course_utils.viz.panels import label_marks, panel_views, scaled_panel
 
     box = (2.65, 2.12)
     for shape, axes, to_scale in [((64, 128), (None, "model"), True), ((64, 64), ("model", None), True),
