@@ -33,12 +33,15 @@ class CommunicationReport(Table):
             pass, kind, axes, bytes, the weight it moves, and a one-line reason.
         not_modelled: What the expectation leaves out, one line each.
         hlo: The compiled program's text.
+        axis_names, mesh_shape: The mesh it was compiled on.
     """
 
     columns = ("kind", "over axes", "count", "bytes per device", "source")
 
-    def __init__(self, compiled, expected, *, title: str, collectives=(), not_modelled=(), hlo: str = ""):
+    def __init__(self, compiled, expected, *, title: str, collectives=(), not_modelled=(), hlo: str = "",
+                 axis_names: tuple[str, ...] = (), mesh_shape: tuple[int, ...] = ()):
         super().__init__(list(compiled) + list(expected), title=title)
+        self.axis_names, self.mesh_shape = tuple(axis_names), tuple(mesh_shape)
         self.compiled = list(compiled)
         self.expected = list(expected)
         self.collectives = list(collectives)
@@ -51,6 +54,10 @@ class CommunicationReport(Table):
     def bytes_over(self, *axes: str, kind: str = "all-reduce") -> int:
         """Compiled bytes per device of `kind` collectives over exactly these axes."""
         return sum(c.bytes for c in self.compiled if c.kind == kind and c.axes == tuple(axes))
+
+    def ops(self) -> list:
+        """Every collective instruction of the program as `hlo.CollectiveOp`s: what XLA recorded, array by array."""
+        return collective_ops(self.hlo, self.axis_names, self.mesh_shape)
 
     def by_layer(self) -> LayerTable:
         """The compiled collectives per layer, operation and pass, with the reason for each."""
@@ -144,7 +151,7 @@ def communication_report(model, distribution, batch, *, target_shape=None,
     shapes = ", ".join(str(tuple(leaf.shape)) for leaf in jax_leaves(data[0]))
     return CommunicationReport(
         compiled, expected, collectives=attribute(ops, model, distribution, outputs),
-        not_modelled=not_modelled(model, distribution), hlo=hlo,
+        not_modelled=not_modelled(model, distribution), hlo=hlo, axis_names=mesh.axis_names, mesh_shape=mesh.shape,
         title=(f"One training step of {model.name}, batch {shapes}, "
                f"{type(distribution).__name__} on {tuple(mesh.shape)} {tuple(mesh.axis_names)}"))
 

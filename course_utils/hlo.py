@@ -64,6 +64,11 @@ class CollectiveOp:
         operand: The program input its operand comes from, unchanged but for
             copies and layouts: e.g. "state[0][7]" (trainable variable 7) or
             "data[0]['token_ids']"; "" when it is computed.
+        parts: What XLA recorded for each array it moves, one tuple of sources
+            per array: for a collective XLA combined (a tuple result), read from
+            the `get-tuple-element` lines that take it apart; else `(sources,)`.
+        operand_sources: What XLA recorded for the instruction that computes its
+            (first) operand.
     """
 
     name: str
@@ -73,6 +78,8 @@ class CollectiveOp:
     shapes: tuple[tuple[int, ...], ...]
     sources: tuple[Source, ...]
     operand: str = ""
+    parts: tuple[tuple[Source, ...], ...] = ()
+    operand_sources: tuple[Source, ...] = ()
 
 
 _OP = re.compile(r"=\s*(\(.*?\)|[a-z0-9]+\[[0-9,]*\](?:\{[^}]*\})?)\s+(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
@@ -103,11 +110,15 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
         >>> [(c.kind, c.axes, c.sources[0].scope) for c in collective_ops(text, ("data",), (8,))]
     """
     lines = hlo.splitlines()
-    producers = {}
+    producers, taken_apart = {}, {}
     for line in lines:
         match = _INSTRUCTION.match(line)
         if match:
-            producers[match.group(1)] = (match.group(2), re.findall(r"%([\w.\-]+)", match.group(3)), line)
+            operands = re.findall(r"%([\w.\-]+)", match.group(3))
+            producers[match.group(1)] = (match.group(2), operands, line)
+            index = re.search(r"index=(\d+)", line)
+            if match.group(2) == "get-tuple-element" and index and operands:
+                taken_apart.setdefault(operands[0], {})[int(index.group(1))] = _sources(line)
     ops = []
     for line in lines:
         match = _OP.search(line)
@@ -119,14 +130,22 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
         instruction = _INSTRUCTION.match(line)
         name, operands = (instruction.group(1), re.findall(r"%([\w.\-]+)", instruction.group(3))) \
             if instruction else ("", [])
-        op_name = _OP_NAME.search(line)
+        sources = _sources(line)
+        pieces = taken_apart.get(name, {}) if result.startswith("(") else {}
         ops.append(CollectiveOp(
             name=name, kind=kind, axes=_axes_of(line, axis_names, mesh_shape), bytes=size,
-            shapes=tuple(dims for _, dims in arrays),
-            sources=parse_op_name(op_name.group(1)) if op_name else (),
+            shapes=tuple(dims for _, dims in arrays), sources=sources,
             operand=_program_input(operands, producers),
+            parts=tuple(pieces.get(i, ()) for i in range(max(pieces) + 1)) if pieces else (sources,),
+            operand_sources=_sources(producers[operands[0]][2]) if operands and operands[0] in producers else (),
         ))
     return ops
+
+
+def _sources(line: str) -> tuple[Source, ...]:
+    """The operations one instruction's line records (its `op_name`); empty when it records none."""
+    op_name = _OP_NAME.search(line)
+    return parse_op_name(op_name.group(1)) if op_name else ()
 
 
 def _program_input(operands, producers, depth: int = 8) -> str:

@@ -1,6 +1,6 @@
 """Reading collectives from compiled XLA text, in every device-group format XLA prints."""
 
-from course_utils.hlo import Source, parse_collectives
+from course_utils.hlo import Source, collective_ops, parse_collectives
 
 
 def test_parse_every_group_format():
@@ -64,3 +64,21 @@ def test_collective_ops_read_the_source_and_the_program_input():
         "all-gather.30", "all-gather", ("data",), 64 * 16 * 4, ((64, 16),))
     assert gather.operand == "state[0][7]" and gather.sources == (Source("m/d1", "dot_general", True),)
     assert reduce.operand == "" and reduce.sources == () and reduce.axes == ("model",)
+
+
+COMBINED = """\
+%a = f32[] reduce(%x), metadata={op_name="jit(train_step)/jvp(compile_loss)/mse/reduce_sum"}
+%all-reduce.7 = (f32[], f32[8,4]{1,0}) all-reduce(%a, %b), channel_id=1, replica_groups=[1,8]<=[8], to_apply=%add, metadata={op_name="jit(train_step)/(jvp(compile_loss)/mse/reduce_sum:transpose(jvp(model))/dense/dot_general)"}
+%gte.1 = f32[] get-tuple-element(%all-reduce.7), index=0, metadata={op_name="jit(train_step)/jvp(compile_loss)/mse/reduce_sum"}
+%gte.2 = f32[8,4]{1,0} get-tuple-element(%all-reduce.7), index=1, metadata={op_name="jit(train_step)/transpose(jvp(model))/dense/dot_general"}
+%all-gather.3 = f32[8,4]{1,0} all-gather(%c), channel_id=2, replica_groups=[1,8]<=[8], dimensions={0}, metadata={op_name="jit(train_step)/jvp(model)/dense/dot_general"}
+"""
+
+
+def test_a_combined_collective_is_read_array_by_array():
+    ops = {op.name: op for op in collective_ops(COMBINED, ("data",), (8,))}
+    parts = [[(s.scope, s.op, s.backward) for s in array] for array in ops["all-reduce.7"].parts]
+    assert parts == [[("compile_loss/mse", "reduce_sum", False)], [("model/dense", "dot_general", True)]]
+    assert len(ops["all-reduce.7"].sources) == 2 and ops["all-reduce.7"].bytes == 4 + 8 * 4 * 4
+    assert ops["all-gather.3"].parts == (ops["all-gather.3"].sources,)  # one array: its own line says it
+    assert [(s.scope, s.op) for s in ops["all-reduce.7"].operand_sources] == [("compile_loss/mse", "reduce_sum")]

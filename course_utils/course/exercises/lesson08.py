@@ -7,7 +7,6 @@ Also the readers the lesson's claims use to say what each compiled collective mo
 from __future__ import annotations
 
 import functools
-import re
 
 from course_utils.course.exercises.core import exercise
 
@@ -116,100 +115,23 @@ def largest_replicated(answer) -> str | None:
     return f"{answer!r} is not a weight that stays whole. Loop over llama.weights and ask dist.get_variable_layout(v)."
 
 
-# For the lesson's claims: what each collective moves, read from the compiled text. XLA 0.10 keeps an
-# operation's name scope in the text's stack frames and leaves `op_name` with the bare primitive
-# ("dot_general"); these put the scope back in front before `hlo.parse_op_name` reads it.
-
-_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
-_LINE = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*(\(.*?\)|\S+)\s+([\w\-]+)\(([^)]*)\)")
-_META = re.compile(r'op_name="((?:[^"\\]|\\.)*)"(?:\s+stack_frame_id=(\d+))?')
+# For the lesson's claims: what each collective of a compiled step moves, array by array (`hlo`).
 
 
-def _scopes(hlo: str) -> dict[int, str]:
-    """Stack frame id -> the name scope XLA keeps in it (its `FunctionNames` entry)."""
-    tables, current = {}, None
-    for line in hlo.splitlines():
-        text = line.strip()
-        if text in _SECTIONS:
-            current = tables.setdefault(text, {})
-        elif current is not None and (row := re.match(r"(\d+) (.*)", text)):
-            current[int(row.group(1))] = row.group(2)
-        else:
-            current = None
-    names = {k: v.strip('"') for k, v in tables.get("FunctionNames", {}).items()}
-    location = {k: int(re.search(r"function_name_id=(\d+)", v).group(1))
-                for k, v in tables.get("FileLocations", {}).items()}
-    return {k: names.get(location.get(int(re.search(r"file_location_id=(\d+)", v).group(1))), "")
-            for k, v in tables.get("StackFrames", {}).items()}
-
-
-@functools.lru_cache(maxsize=8)
-def _reader(hlo: str):
-    """`(instructions, sources)`: every instruction's regex match and line by name, and a function
-    giving the `hlo.Source`s recorded on one line, its name scope put back."""
-    from course_utils.hlo import parse_op_name
-
-    scopes = _scopes(hlo)
-    lines = {m.group(1): (m, line) for line in hlo.splitlines() if (m := _LINE.match(line))}
-
-    def sources(line: str) -> tuple:
-        meta = _META.search(line)
-        if meta is None:
-            return ()
-        name, frame = meta.group(1), meta.group(2)
-        scope = scopes.get(int(frame), "") if frame else ""
-        return parse_op_name(f"{scope}/{name}" if scope and "/" not in name else name)
-
-    return lines, sources
+def _ops(report) -> dict:
+    return {op.name: op for op in report.ops()}
 
 
 def recorded(report) -> dict[str, tuple]:
-    """Each collective of a compiled step -> the operations XLA recorded for each array it moves.
-
-    A collective XLA combined moves several arrays; each is read from the `get-tuple-element` line
-    that takes it out.
-
-    Args:
-        report: A `CommunicationReport` (its `.hlo` and `.collectives`).
-
-    Returns:
-        `{instruction name: (sources of array 0, sources of array 1, ...)}`, each a tuple of
-        `hlo.Source` (empty when XLA recorded nothing).
+    """Each collective of a compiled step -> what XLA recorded for each array it moves (`CollectiveOp.parts`).
 
     Example:
         >>> arrays = recorded(step)[step.collectives[0].name]
         >>> [(s.scope, s.op, s.backward) for sources in arrays for s in sources]
     """
-    lines, sources = _reader(report.hlo)
-    parts = _tuple_parts(report.hlo)
-    found = {}
-    for row in report.collectives:
-        match, line = lines[row.name]
-        if match.group(2).startswith("(") and row.name in parts:
-            found[row.name] = tuple(parts[row.name].get(i, ()) for i in range(max(parts[row.name]) + 1))
-        else:
-            found[row.name] = (sources(line),)
-    return found
-
-
-@functools.lru_cache(maxsize=8)
-def _tuple_parts(hlo: str) -> dict[str, dict[int, tuple]]:
-    """Instruction name -> {index: sources} of the `get-tuple-element` lines that take its arrays apart."""
-    lines, sources = _reader(hlo)
-    parts: dict[str, dict[int, tuple]] = {}
-    for match, line in lines.values():
-        index = re.search(r"index=(\d+)", line)
-        if match.group(3) == "get-tuple-element" and index:
-            parts.setdefault(match.group(4).strip().lstrip("%"), {})[int(index.group(1))] = sources(line)
-    return parts
+    return {name: op.parts for name, op in _ops(report).items()}
 
 
 def operand_sources(report, name: str) -> tuple:
-    """The operations XLA recorded for the instruction that computes collective `name`'s (first) operand.
-
-    Example:
-        >>> [s.scope for s in operand_sources(step, "all-gather.2")]  # e.g. the loss's backward pass
-    """
-    lines, sources = _reader(report.hlo)
-    operand = lines[name][0].group(4).split(",")[0].strip().lstrip("%")
-    return sources(lines[operand][1]) if operand in lines else ()
+    """What XLA recorded for the instruction that computes collective `name`'s (first) operand."""
+    return _ops(report)[name].operand_sources
