@@ -19,6 +19,10 @@ from course_utils.compiling import use_compilation_cache
 PLATFORMS = ("auto", "cpu", "gpu", "tpu")
 PLATFORM_ENV = "COURSE_PLATFORM"
 
+# Keras imports scikit-learn whenever it is installed, for its optional scikit-learn wrappers: 2 s of
+# every lesson's first cell, for code the course never runs (lesson 05 imports scikit-learn itself).
+UNUSED_BY_LESSONS = ("sklearn",)
+
 _RESTART_HINT = (
     "Restart the kernel (Kernel > Restart Kernel in JupyterLab) and run the "
     "first cell, the one that calls setup_devices, before any other cell."
@@ -68,7 +72,10 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
     """Chooses the devices for the course and configures JAX to expose them.
 
     Call it before anything starts JAX (it may come before or after
-    `import keras`). It sets `KERAS_BACKEND=jax` if unset, asks JAX for `n`
+    `import keras`). It sets `KERAS_BACKEND=jax` if unset, imports Keras
+    without scikit-learn (`UNUSED_BY_LESSONS`: Keras's scikit-learn wrappers,
+    which the course does not use, then say it is missing; `import sklearn`
+    works as usual), asks JAX for `n`
     CPU devices, and picks real accelerators when at least `n` exist,
     otherwise `n` simulated CPU devices. It also keeps every compiled XLA
     program in a cache on disk (`compiling.use_compilation_cache`), so that a lesson
@@ -97,6 +104,7 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
     n = _validate_count(n)
     platform = _resolve_platform(platform)
     _use_jax_backend_for_keras()
+    import_keras_without(UNUSED_BY_LESSONS)
 
     import jax
 
@@ -117,6 +125,24 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
         compilation_cache=str(cache) if cache else None,
     )
     return _current
+
+
+def import_keras_without(names: tuple[str, ...]):
+    """Imports Keras with `names` out of its reach, then gives them back.
+
+    While Keras imports, each of `names` not yet loaded reads as not installed, so Keras skips what
+    needs it (its scikit-learn wrappers and plotting helpers, unusable in this process: they say the
+    package is missing). Afterwards the script can import either as usual.
+    """
+    hidden = [name for name in names if name not in sys.modules]
+    sys.modules.update(dict.fromkeys(hidden))
+    try:
+        import keras
+    finally:
+        for name in hidden:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+    return keras
 
 
 def current_setup() -> DeviceSetup | None:

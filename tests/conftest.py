@@ -129,6 +129,16 @@ class LessonRuns:
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
+    def summary(self) -> list[str]:
+        """One line per lesson run this session: its seconds and its kernel's peak memory."""
+        lines = []
+        for (stem, solved), future in sorted(self._futures.items()):
+            if future.done() and not future.exception():
+                run = future.result()
+                lines.append(f"{stem:28} {'solved' if solved else 'learner':8} {run.seconds:6.1f} s "
+                             f"{run.peak_rss_mb:6.0f} MB")
+        return lines
+
     def _future(self, path: Path, solved: bool):
         key = (path.stem, solved)
         with self._lock:
@@ -189,12 +199,26 @@ def _start_lesson_runs(request):
     yield
 
 
+_SESSION_RUNS: list = []
+
+
 @pytest.fixture(scope="session")
 def lesson_runs(tmp_path_factory):
     """The session's runs of every lesson (`LessonRuns`); Binder's environment is built on first use."""
     runs = LessonRuns(tmp_path_factory.mktemp("lesson_runs"), lambda: _binder_env(tmp_path_factory))
+    _SESSION_RUNS.append(runs)
     yield runs
     runs.close()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The lesson runs of the session, with their time and memory (running in the background, beside other tests)."""
+    for runs in _SESSION_RUNS:
+        lines = runs.summary()
+        if lines:
+            terminalreporter.section("lesson runs (two at a time, beside the other tests)")
+            for line in lines:
+                terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -50,6 +50,16 @@ def test_a_worker_starts_keras_without_scikit_learn_or_pyplot_and_can_still_impo
     assert out.stdout.splitlines() == ["[]", "imported later"], out.stderr
 
 
+def test_a_lesson_starts_keras_without_scikit_learn_and_can_still_import_it():
+    code = ("import json, sys\nfrom course_utils import setup_devices\nsetup_devices(8)\nimport keras\n"
+            "print('sklearn' in sys.modules)\nfrom sklearn.datasets import load_digits\n"
+            "print(load_digits().data.shape)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"KERAS_BACKEND": "jax", "PATH": "/usr/bin:/bin", "COURSE_COMPILATION_CACHE": "off",
+                              "COURSE_PLATFORM": "cpu"})
+    assert out.stdout.splitlines() == ["False", "(1797, 64)"], out.stderr
+
+
 def test_the_library_imports_neither_drawing_nor_machinery():
     loaded = loaded_after("\n".join(f"import course_utils.{name}" for name in LIBRARY))
     assert "matplotlib" not in loaded

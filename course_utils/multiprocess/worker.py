@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from course_utils.compiling import use_compilation_cache
-from course_utils.devices import device_name
+from course_utils.devices import device_name, import_keras_without
 
 # Keras imports scikit-learn (for its optional scikit-learn wrappers) and pyplot (for its plotting
 # helpers) whenever they are installed: about 3 s of every worker's start, for code no worker runs.
@@ -109,7 +109,7 @@ def setup_process(global_devices: int | None = None, *, seed: int | None = 0) ->
         raise RuntimeError("setup_process must run before anything starts JAX: call it first in "
                            f"the script. JAX said: {error}") from None
     use_compilation_cache()
-    keras = _import_keras_without(UNUSED_BY_WORKERS)
+    keras = import_keras_without(UNUSED_BY_WORKERS)
     if seed is not None:
         keras.utils.set_random_seed(seed)
     if os.environ.get(ENV_ADDRESSES):
@@ -123,24 +123,6 @@ def setup_process(global_devices: int | None = None, *, seed: int | None = 0) ->
                          f"{len(setup.global_devices)} ({processes} processes). Launch it with "
                          f"processes x devices per process = {global_devices}.")
     return setup
-
-
-def _import_keras_without(names: tuple[str, ...]):
-    """Imports Keras with `names` out of its reach, then gives them back.
-
-    While Keras imports, each of `names` not yet loaded reads as not installed, so Keras skips what
-    needs it (its scikit-learn wrappers and plotting helpers, unusable in this process: they say the
-    package is missing). Afterwards the script can import either as usual.
-    """
-    hidden = [name for name in names if name not in sys.modules]
-    sys.modules.update(dict.fromkeys(hidden))
-    try:
-        import keras
-    finally:
-        for name in hidden:
-            if name in sys.modules and sys.modules[name] is None:
-                del sys.modules[name]
-    return keras
 
 
 def _devices_per_process(global_devices: int | None, processes: int) -> int:
