@@ -1,0 +1,28 @@
+"""The benchmark runs the series cold and warm, and says whether every claim held."""
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from course_utils.course import bench
+
+
+def _lesson(folder, name, says, check):
+    notebook = new_notebook(cells=[new_markdown_cell(f"The answer is {says}."), new_code_cell("x = 42.0\nx")])
+    notebook.cells[1].metadata["claims"] = [{"says": says, "check": check}]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, folder / name)
+
+
+def test_cold_and_warm_columns_and_every_claim(tmp_path, capsys):
+    _lesson(tmp_path, "00_tiny.ipynb", "42.0", "_ == 42.0")
+    assert bench.main([str(tmp_path), "--json", str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out
+    assert "cold s" in out and "warm s" in out and "00_tiny.ipynb" in out
+    assert "claims: 1 per series, every one held, cold and warm" in out
+    assert '"cold_seconds"' in (tmp_path / "b.json").read_text()
+
+
+def test_a_false_claim_fails_the_benchmark(tmp_path, capsys):
+    _lesson(tmp_path, "00_tiny.ipynb", "41.0", "_ == 41.0")
+    assert bench.main([str(tmp_path)]) == 1
+    assert "2 did NOT hold" in capsys.readouterr().out
