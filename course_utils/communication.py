@@ -42,6 +42,7 @@ class CommunicationReport(Table):
                  axis_names: tuple[str, ...] = (), mesh_shape: tuple[int, ...] = ()):
         super().__init__(list(compiled) + list(expected), title=title)
         self.axis_names, self.mesh_shape = tuple(axis_names), tuple(mesh_shape)
+        self._ops = self._by_layer = None  # read once, on first use
         self.compiled = list(compiled)
         self.expected = list(expected)
         self.collectives = list(collectives)
@@ -57,11 +58,15 @@ class CommunicationReport(Table):
 
     def ops(self) -> list:
         """Every collective instruction of the program as `hlo.CollectiveOp`s: what XLA recorded, array by array."""
-        return collective_ops(self.hlo, self.axis_names, self.mesh_shape)
+        if self._ops is None:
+            self._ops = collective_ops(self.hlo, self.axis_names, self.mesh_shape)
+        return list(self._ops)
 
     def by_layer(self) -> LayerTable:
         """The compiled collectives per layer, operation and pass, with the reason for each."""
-        return by_layer(self.collectives, title=f"{self.title}: collectives by layer")
+        if self._by_layer is None:
+            self._by_layer = by_layer(self.collectives, title=f"{self.title}: collectives by layer")
+        return self._by_layer
 
     @property
     def agrees(self) -> bool:

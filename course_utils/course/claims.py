@@ -57,6 +57,7 @@ class Verdict:
     check: str
     holds: bool
     found: str = ""  # why not, when it does not hold
+    seconds: float = 0.0  # how long the check took
 
     def __str__(self) -> str:
         if self.holds:
@@ -160,8 +161,11 @@ _verdicts: list[Verdict] = []
 
 def verify(cell: int, says: str, check: str, evaluate, *, sides=None) -> None:
     """Evaluates one check in the lesson's kernel and records its verdict (never raises)."""
+    import time
+
     import numpy as np
 
+    start = time.perf_counter()
     try:
         value = evaluate()
         verdict = isinstance(value, (bool, np.bool_))
@@ -173,7 +177,7 @@ def verify(cell: int, says: str, check: str, evaluate, *, sides=None) -> None:
             found = f"is False: the left side is {left}, the right side {right}"
     except Exception as error:  # a check that raises is a claim that does not hold
         holds, found = False, f"raised {type(error).__name__}: {error}"
-    _verdicts.append(Verdict(cell, says, check, holds, found))
+    _verdicts.append(Verdict(cell, says, check, holds, found, time.perf_counter() - start))
 
 
 def _shown(side) -> str:
@@ -185,7 +189,7 @@ def _shown(side) -> str:
 
 def report() -> str:
     """The verdicts recorded in this kernel, as one line the runner reads back."""
-    return MARK + json.dumps([[v.cell, v.says, v.check, v.holds, v.found] for v in _verdicts])
+    return MARK + json.dumps([[v.cell, v.says, v.check, v.holds, v.found, v.seconds] for v in _verdicts])
 
 
 def read_report(printed: str) -> list[Verdict]:
