@@ -3,11 +3,15 @@
 Keras's own lookup (`layout_map[path]`, `re.fullmatch`) decides what
 matches; JAX's rules decide what divides (`placements.layout_errors`).
 A wrong rule raises nothing in Keras, the weight just stays replicated:
-`check_layout_map` says so, with the fix.
+`check_layout_map` says so, with the fix. A map that is sound but leaves a
+large weight whole on every device is not wrong, but it is worth knowing
+before renting the devices: those come back as warnings (`Checked.warnings`).
 """
 
 from __future__ import annotations
 
+import difflib
+import math
 import re
 from dataclasses import dataclass
 
@@ -17,17 +21,41 @@ from course_utils.layout import matched_rule, model_variables
 from course_utils.placements import layout_errors
 
 
+LARGE_SHARE = 0.01  # a weight of at least this share of the model's parameters, left whole, is warned about
+
+
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with a LayoutMap, and how to fix it."""
+    """One thing wrong with a LayoutMap (or, as a warning, worth knowing), and how to fix it."""
 
     kind: str
     key: str | None
     path: str | None
     message: str
+    severity: str = "error"  # "error": the map is wrong; "warning": sound, but costly
 
     def __str__(self) -> str:
         return self.message
+
+
+class Checked(list):
+    """The problems `check_layout_map` found (a list: empty when the map is sound), and its warnings.
+
+    Attributes:
+        warnings: Large weights the map leaves whole on every device (kind
+            "large_replicated"): not wrong, but each costs its full size on
+            every device. Shown after the problems.
+    """
+
+    def __init__(self, problems, warnings=()):
+        super().__init__(problems)
+        self.warnings = list(warnings)
+
+    def __repr__(self) -> str:
+        if not self.warnings:
+            return super().__repr__()
+        lines = "\n".join(f"- {w.message}" for w in self.warnings)
+        return f"{super().__repr__()}, and {len(self.warnings)} warning(s), large weights left whole:\n{lines}"
 
 
 class LayoutMapError(ValueError):
@@ -60,7 +88,10 @@ def check_layout_map(layout_map, model, *, strict: bool = False, inputs=None) ->
             default the model's symbolic inputs.
 
     Returns:
-        A list of `Problem`s (empty when the map is sound).
+        A `Checked`: the list of `Problem`s (empty when the map is sound), and
+        `.warnings`: every weight of at least 1 % of the model's parameters
+        that the map leaves whole on every device, with its bytes per device
+        (none for a map without rules: it means to replicate).
 
     Example:
         >>> check_layout_map(GemmaBackbone.get_layout_map(mesh), backbone)
@@ -90,7 +121,37 @@ def check_layout_map(layout_map, model, *, strict: bool = False, inputs=None) ->
             problems += _path_problems(clean, output.path, shapes, axis_sizes, "output")
     if strict and problems:
         raise LayoutMapError(problems)
-    return problems
+    return Checked(problems, _large_replicated(clean, variables, layout_map.device_mesh))
+
+
+def _large_replicated(layout_map, variables, mesh) -> list[Problem]:
+    """A warning for every weight of at least `LARGE_SHARE` of the parameters that no rule splits."""
+    import jax
+
+    devices = math.prod(mesh.shape)
+    if devices < 2 or not list(layout_map):
+        return []
+    sizes = {v.path: math.prod(v.shape) for v in variables}
+    total = sum(sizes.values())
+    warnings = []
+    for variable in variables:
+        try:
+            layout = layout_map[variable.path]
+        except ValueError:  # two keys: an error of its own
+            continue
+        if sizes[variable.path] < LARGE_SHARE * total or (layout is not None and any(layout.axes)):
+            continue
+        size = sizes[variable.path] * jax.dtypes.canonicalize_dtype(variable.dtype).itemsize
+        warnings.append(Problem("large_replicated", None, variable.path, (
+            f"{variable.path} {tuple(variable.shape)}, {sizes[variable.path] / total:.0%} of the parameters, "
+            f"{'matches no rule' if layout is None else 'has an all-None rule'} and is whole on all {devices} "
+            f"devices: {_bytes(size)} on each (its gradient as much again, Adam's moments twice)"),
+            severity="warning"))
+    return warnings
+
+
+def _bytes(n: int) -> str:
+    return f"{n:,} bytes" if n < 2**30 else f"{n:,} bytes ({n / 2**30:.2f} GiB)"
 
 
 def _valid_keys(layout_map):
@@ -164,17 +225,34 @@ def key_matches(key: str, path: str) -> bool:
 
 
 def _unmatched_key(key: str, variables, outputs_unknown: bool = False) -> Problem:
-    near = [v.path for v in variables if _searches(key, v.path)]
+    paths = [v.path for v in variables]
+    near = [path for path in paths if _searches(key, path)]
+    spelled = _nearest(key, paths)
     if near:
         hint = (f"It appears inside {near[:3]}, but keys must match the whole path "
                 f"(re.fullmatch). Write '.*{key}' or the full path {near[0]!r}.")
+    elif spelled:
+        hint = f"The nearest path is {spelled!r}: check the key's spelling against it."
     else:
-        hint = f"Check the spelling against the paths: {[v.path for v in variables][:6]}."
+        hint = (f"No path of this model is spelled like it: the model has no such part (a map written for "
+                f"several variants of a model can name parts that some lack). Its paths begin {paths[:4]}.")
     what = "variable (layer outputs were not traced: the model has no symbolic inputs)" if outputs_unknown \
         else "variable and no layer output"
     return Problem("unmatched_key", key, None,
                    f"Key {key!r} matches no {what}, so its layout is never used and "
                    f"those weights stay replicated. {hint}")
+
+
+def _nearest(key: str, paths: list[str]) -> str | None:
+    """The path spelled most like `key` (None: none is close). A key is compared with as many of a
+    path's last parts as it has, its regular-expression syntax aside."""
+    letters = lambda text: re.sub(r"[^a-z0-9_/]", "", text.lower())
+    core = letters(re.sub(r"^\.\*/?|\.\*", "/", key)).strip("/")
+    parts = core.count("/") + 1
+    scored = [(difflib.SequenceMatcher(None, core, letters("/".join(p.split("/")[-parts:]))).ratio(), p)
+              for p in paths]
+    best = max(scored, default=(0.0, None), key=lambda pair: pair[0])
+    return best[1] if best[0] >= 0.8 else None
 
 
 def _searches(key: str, path: str) -> bool:

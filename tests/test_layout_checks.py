@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from keras import distribution
 
-from course_utils import LayoutMapError, check_layout_map, explain_layout, make_mesh
+from course_utils import LayoutMapError, check_layout_map, explain_layout, make_layout_map, make_mesh
 
 
 def test_check_layout_map_clean(mesh, mlp, good_map):
@@ -182,3 +182,45 @@ def test_check_layout_map_finds_a_problem_exactly_when_the_model_cannot_be_built
     problems = [p for p in check_layout_map(layout_map, dense_model(dims), inputs=batch)
                 if p.kind != "unmatched_key"]
     assert (problems == []) == builds_and_runs(layout_map, dims, batch), problems
+
+
+def test_a_sound_map_warns_about_large_weights_it_leaves_whole(mlp, mesh):
+    model = mlp(hidden=32)
+    layout_map = make_layout_map(mesh, {".*d1/kernel": (None, "model")})
+    checked = check_layout_map(layout_map, model)
+    assert checked == []  # nothing is wrong...
+    warned = {w.path: w for w in checked.warnings}  # ...but d2's kernel stays whole on all 8 devices
+    assert set(warned) == {"mlp/d1/bias", "mlp/d2/kernel"}  # 5 % and 19 % of the parameters; d2/bias is 0.6 %
+    assert warned["mlp/d2/kernel"].severity == "warning"
+    assert warned["mlp/d2/kernel"].message == ("mlp/d2/kernel (32, 4), 19% of the parameters, matches no rule and is "
+                                              "whole on all 8 devices: 512 bytes on each (its gradient as much "
+                                              "again, Adam's moments twice)")
+    assert "[], and 2 warning(s), large weights left whole:" in repr(checked)
+    assert check_layout_map(make_layout_map(mesh, {}), model).warnings == []  # no rule at all: replication meant
+
+
+def test_an_unmatched_key_says_misspelling_or_no_such_part(mlp, mesh):
+    model = mlp(hidden=32)
+    typo, = check_layout_map(make_layout_map(mesh, {".*d1/kernal": (None, "model")}), model)
+    assert "The nearest path is 'mlp/d1/kernel'" in typo.message
+    absent, = check_layout_map(make_layout_map(mesh, {".*experts/gate": ("model",)}), model)
+    assert "No path of this model is spelled like it: the model has no such part" in absent.message
+
+
+@pytest.mark.parametrize("name, whole", [
+    ("QwenMoeBackbone", "experts/expert_feedforward_gate_dense"),
+    ("Llama3Backbone", "token_embedding/reverse_embeddings"),
+])
+def test_official_maps_warn_about_the_expert_kernels_and_untied_output_projections_they_leave_whole(name, whole):
+    keras_hub = pytest.importorskip("keras_hub")
+    from course_utils import make_mesh
+    from course_utils.sizing import abstract_model
+
+    config = dict(vocabulary_size=512, num_layers=1, num_query_heads=4, num_key_value_heads=4, hidden_dim=64,
+                  intermediate_dim=128)
+    if name == "QwenMoeBackbone":
+        config.update(moe_intermediate_dim=32, shared_expert_intermediate_dim=64, num_experts=8, top_k=2)
+    cls = getattr(keras_hub.models, name)
+    checked = check_layout_map(cls.get_layout_map(make_mesh((2, 4), ("batch", "model"))), abstract_model(cls, config))
+    assert checked == []
+    assert any(whole in w.path and "bytes on each" in w.message for w in checked.warnings), checked.warnings
