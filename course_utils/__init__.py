@@ -24,6 +24,7 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
 _EXPORTS = {
+    "course_utils.activations": ("saved_for_backward",),
     "course_utils.checkpoints": ("load_checkpoint", "save_checkpoint"),
     "course_utils.communication": ("CommunicationReport", "communication_report"),
     "course_utils.devices": ("DeviceSetup", "DeviceSetupError", "current_setup", "setup_devices"),
@@ -45,7 +46,7 @@ _EXPORTS = {
     "course_utils.course.mistakes": ("expect_error",),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
-_SUBMODULES = ("checkpoints", "collectives", "communication", "compiling", "course", "devices", "fit", "hlo",
+_SUBMODULES = ("activations", "checkpoints", "collectives", "communication", "compiling", "course", "devices", "fit", "hlo",
                "jax_internals", "keras_internals", "layer_outputs", "layout", "layout_checks", "memory", "mesh", "models",
                "multiprocess", "placements", "sizing", "train", "viz", "widgets")
 

@@ -1,8 +1,15 @@
-"""Will it fit? Training state per device, model by mesh, in GiB beside device memory sizes.
+"""Will it fit? What each device holds at the peak of a training step, model by mesh, beside device sizes.
 
-Each number is `sizing.training_memory` of a shape-only model (nothing is
-allocated); a layout that cannot split some weight on a mesh is a row that
-says why, not an error.
+Per device, in GiB, for a dtype policy:
+- the training state: weights, gradients and Adam's moments (`sizing.training_memory`, from shapes);
+- the activations the step keeps for its backward pass, for a global batch of `batch` sequences of
+  `seq` tokens (`activations.saved_for_backward`, traced from shapes), split over the batch axis
+  (tensor parallelism also splits part of them over `model`: on a mesh with a `model` axis this is
+  an upper bound); rematerialised, each block's input only;
+- the weights FSDP gathers inside the step: where the layout splits weights over the batch axis, the
+  two largest decoder blocks whole along it (one in use, the next being fetched);
+- an allowance for XLA's working memory: `SCRATCH` of the rest.
+Nothing is allocated. A verdict keeps headroom: "fits" only with `HEADROOM` of the device left.
 """
 
 from __future__ import annotations
@@ -10,31 +17,36 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from course_utils._table import Table
-from course_utils.sizing import GIB, PRESETS, Preset, abstract_model, training_memory
+from course_utils.sizing import GIB, MESH_AXES, PRESETS, Preset, abstract_model, layout_for, training_memory
 
-HEADROOM = 0.10  # "fits" only with at least this share of the device left for what is not counted
+HEADROOM = 0.10  # "fits" only with at least this share of the device left
+SCRATCH = 0.10  # XLA's working memory, allowed for as this share of the rest
 FITS, TIGHT, NO, CANNOT = "fits", "tight", "no", "cannot split"
+PARTS = ("weights", "gradients", "optimizer", "activations", "gathered", "scratch")
+POLICIES = ("float32", "bfloat16", "mixed_bfloat16")
 
 
 @dataclass(frozen=True)
 class Fit:
-    """One model on one mesh: GiB per device, or why the layout cannot be used."""
+    """One model on one mesh: GiB per device by part (the fullest device), or why it cannot be laid out."""
 
     model: str
     mesh_shape: tuple[int, ...]
     weights: float
     gradients: float
     optimizer: float
+    activations: float = 0.0
+    gathered: float = 0.0
+    scratch: float = 0.0
     problem: str | None = None
 
     @property
     def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer
+        return sum(getattr(self, part) for part in PARTS)
 
     def verdict(self, device_gib: float, headroom: float = HEADROOM) -> str:
-        """`"fits"` with at least `headroom` of the device left, `"tight"` when the state fits but
-        leaves less (activations, gathered weights and XLA's scratch space need room too), else
-        `"no"`; `"cannot split"` when the layout cannot be used on this mesh."""
+        """`"fits"` with at least `headroom` of the device left, `"tight"` when the total fits but
+        leaves less, else `"no"`; `"cannot split"` when the layout cannot be used on this mesh."""
         if self.problem is not None:
             return CANNOT
         if self.total <= (1 - headroom) * device_gib:
@@ -47,24 +59,29 @@ class Fit:
 
 
 class FitReport(Table):
-    """GiB of training state per device (the fullest device), model by mesh, and a verdict per device size.
+    """GiB per device (the fullest device), model by mesh, by part, and a verdict per device size.
 
-    A verdict is "fits" (at least `HEADROOM` of the device left), "tight" (the state fits, with less
+    A verdict is "fits" (at least `headroom` of the device left), "tight" (the total fits, with less
     left), "no", or "cannot split" (the layout cannot be used on that mesh).
+
+    Attributes:
+        counted: The parts the totals count (`PARTS`, or the training state alone).
+        dtype: The dtype policy the model was sized in.
     """
 
-    def __init__(self, rows, *, device_gib: tuple[float, ...], title: str, headroom: float = HEADROOM):
+    def __init__(self, rows, *, device_gib: tuple[float, ...], title: str, headroom: float = HEADROOM,
+                 counted: tuple[str, ...] = PARTS[:3], dtype: str = "float32"):
         super().__init__(rows, title=title)
         self.device_gib = tuple(device_gib)
-        self.headroom = headroom
-        self.columns = ("model", "mesh (batch, model)", "weights", "gradients", "optimizer", "total GiB",
+        self.headroom, self.counted, self.dtype = headroom, tuple(counted), dtype
+        self.columns = ("model", "mesh (batch, model)", *self.counted, "total GiB",
                         *(f"{g:g} GiB device" for g in self.device_gib))
 
     def cells(self, row: Fit) -> list[str]:
         verdicts = [row.verdict(g, self.headroom) for g in self.device_gib]
         if row.problem:
-            return [row.model, str(row.mesh_shape), "-", "-", "-", "-", *verdicts]
-        return [row.model, str(row.mesh_shape), *(f"{v:.1f}" for v in (row.weights, row.gradients, row.optimizer)),
+            return [row.model, str(row.mesh_shape), *("-" for _ in self.counted), "-", *verdicts]
+        return [row.model, str(row.mesh_shape), *(f"{getattr(row, part):.1f}" for part in self.counted),
                 f"{row.total:.1f}", *verdicts]
 
     def __repr__(self) -> str:
@@ -76,9 +93,9 @@ class FitReport(Table):
     @property
     def legend(self) -> str:
         """What the verdicts mean, in one line."""
-        return (f"fits: at least {self.headroom:.0%} of the device left for what the total leaves out; "
-                f"tight: the total fits, with less left; no: it does not; cannot split: the layout cannot "
-                f"be used on that mesh.")
+        left_out = "" if "activations" in self.counted else " (activations, gathered weights, XLA's scratch space)"
+        return (f"fits: at least {self.headroom:.0%} of the device left{left_out}; tight: the total fits, with "
+                f"less left; no: it does not; cannot split: the layout cannot be used on that mesh.")
 
     def row(self, model: str, mesh_shape) -> Fit:
         """The row of one model on one mesh."""
@@ -89,32 +106,86 @@ class FitReport(Table):
 
 
 def will_it_fit(models=tuple(PRESETS), mesh_shapes=((1, 8), (2, 4), (8, 1)), *, device_gib=(16, 80),
-                layout: str = "official", **overrides) -> FitReport:
-    """`training_memory` for every model on every mesh, in GiB, beside device sizes.
+                layout: str = "official", batch: int | None = None, seq: int | None = None,
+                dtype: str = "float32", remat: bool = False) -> FitReport:
+    """GiB per device of every model on every mesh, beside device sizes, with a verdict for each.
 
     Args:
         models: Preset names, or a dict of label -> backbone already built
             (each is built once, shape-only, and reused for every mesh).
         mesh_shapes: `(batch, model)` mesh shapes of the course's devices.
         device_gib: Device memory sizes to compare with, in GiB.
-        layout: One of `LAYOUTS`.
-        **overrides: Config arguments to replace, e.g. `dtype="bfloat16"`.
+        layout: One of `sizing.LAYOUTS`.
+        batch, seq: The global batch (sequences, tokens each): with them the totals count the
+            activations, FSDP's gathered weights and XLA's scratch space; without them the training
+            state alone (and the verdicts say so).
+        dtype: The dtype policy, one of `POLICIES` (a preset named is sized in it; a model passed
+            built keeps its own).
+        remat: Count the activations of rematerialised blocks (each block's input, recomputed
+            one block at a time in the backward pass).
 
-    A layout that cannot split some weight on a mesh (Gemma 2B has one
-    key/value head, and the official map splits heads over `model`) is
-    reported as a problem, not raised.
+    A layout that cannot split some weight on a mesh (Gemma 2B has one key/value head, and the
+    official map splits heads over `model`), or a batch that does not split over the batch axis,
+    is a row that says why, not an error.
     """
+    if dtype not in POLICIES:
+        raise ValueError(f"dtype must be one of {POLICIES}. Received: dtype={dtype!r}.")
+    if (batch is None) != (seq is None):
+        raise ValueError(f"Give batch and seq together (the activations need both), or neither. "
+                         f"Received: batch={batch!r}, seq={seq!r}.")
     named = dict(models) if isinstance(models, dict) else {name: name for name in models}
     rows = []
     for name, model in named.items():
-        built = model if not isinstance(model, (str, Preset)) else abstract_model(model, **overrides)
-        for shape in mesh_shapes:
-            try:
-                fullest = max(training_memory(built, shape, layout=layout).rows, key=lambda r: r.total)
-            except ValueError as error:
-                rows.append(Fit(str(name), tuple(shape), 0.0, 0.0, 0.0, problem=str(error)))
-                continue
-            rows.append(Fit(str(name), tuple(shape), *(getattr(fullest, part) / GIB
-                                                      for part in ("weights", "gradients", "optimizer"))))
-    return FitReport(rows, device_gib=device_gib, title=(
-        f"Training state per device with Adam under the {layout} layout, GiB (activations not counted)"))
+        built = model if not isinstance(model, (str, Preset)) else abstract_model(model, dtype=dtype)
+        saved = None
+        if batch is not None:
+            from course_utils.activations import saved_for_backward
+
+            saved = saved_for_backward(built, batch, seq)
+        rows += [_fit(str(name), built, tuple(shape), layout, saved, remat) for shape in mesh_shapes]
+    counted = PARTS if batch is not None else PARTS[:3]
+    step = (f", activations for a batch of {batch} x {seq} tokens{' (rematerialised)' if remat else ''}, "
+            f"FSDP's gathered weights and {SCRATCH:.0%} for XLA" if batch is not None else " (activations not counted)")
+    return FitReport(rows, device_gib=device_gib, counted=counted, dtype=dtype, title=(
+        f"GiB per device, {dtype}, Adam, the {layout} layout: training state{step}"))
+
+
+def _fit(name: str, model, shape: tuple, layout: str, saved, remat: bool) -> Fit:
+    try:
+        fullest = max(training_memory(model, shape, layout=layout).rows, key=lambda r: r.total)
+    except ValueError as error:
+        return Fit(name, shape, 0.0, 0.0, 0.0, problem=str(error))
+    state = [getattr(fullest, part) / GIB for part in ("weights", "gradients", "optimizer")]
+    if saved is None:
+        return Fit(name, shape, *state)
+    if saved.batch % shape[0]:
+        return Fit(name, shape, *state, problem=f"a batch of {saved.batch} does not split into {shape[0]} equal "
+                                                f"parts along {MESH_AXES[0]!r}")
+    activations = saved.total(remat=remat) / shape[0] / GIB
+    gathered = gathered_weights(model, shape, layout) / GIB
+    scratch = SCRATCH * (sum(state) + activations + gathered)
+    return Fit(name, shape, *state, activations=activations, gathered=gathered, scratch=scratch)
+
+
+def gathered_weights(model, mesh_shape, layout: str = "official") -> int:
+    """Bytes per device FSDP adds inside a step: the two largest decoder blocks gathered along the batch axis.
+
+    A weight split over the batch axis is gathered whole along it where it is used, then freed;
+    XLA fetches the next block's while one is in use. 0 when no weight is split over that axis.
+    """
+    from course_utils.layout import layout_rows
+    from course_utils.mesh import make_mesh
+
+    distribution = layout_for(type(model), make_mesh(mesh_shape, MESH_AXES), layout)
+    parts = mesh_shape[0]
+    extra: dict[str, int] = {}
+    for row in layout_rows(model, distribution, compare_arrays=False):
+        if MESH_AXES[0] in [a for entry in row.axes for a in (entry if isinstance(entry, tuple) else (entry,))]:
+            group = _block_of(row.path)
+            extra[group] = extra.get(group, 0) + row.bytes_per_device * (parts - 1)
+    return sum(sorted(extra.values(), reverse=True)[:2])
+
+
+def _block_of(path: str) -> str:
+    """The decoder block (or top-level layer) a variable belongs to: 'decoder_block_3', 'token_embedding'."""
+    return path.split("/")[0]

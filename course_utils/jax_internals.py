@@ -21,6 +21,8 @@ READS = (
      "hlo (which variable a collective moves)"),
     ("a collective's line in the compiled text: its result shape, its replica_groups over the mesh, and "
      "metadata={op_name=\"jit(f)/<name scopes>/<primitive>\"}", "hlo (kind, axes, bytes, layer)"),
+    ("the leaves of the function `jax.vjp` returns are what the backward pass keeps, each either an input "
+     "(a jaxpr invar) or computed", "activations"),
 )
 
 
@@ -33,6 +35,18 @@ def _name_stack_is_read() -> bool:
 
     eqns = jax.make_jaxpr(f)(1.0).jaxpr.eqns
     return [str(eqn.source_info.name_stack) for eqn in eqns] == ["course_probe"]
+
+
+def _residuals_are_read() -> bool:
+    import jax
+    import jax.numpy as jnp
+
+    def saved(w, x):
+        return jax.tree.leaves(jax.vjp(lambda w: jnp.sum(jnp.sin(x @ w)), w)[1])
+
+    jaxpr = jax.make_jaxpr(saved)(jnp.ones((3, 2)), jnp.ones((4, 3))).jaxpr
+    computed = [v for v in jaxpr.outvars if hasattr(v, "aval") and v not in set(jaxpr.invars)]
+    return sorted(tuple(v.aval.shape) for v in computed) == [(4, 2)]  # cos(x @ w): what sin's gradient needs
 
 
 def _probe_program() -> str:
@@ -74,11 +88,13 @@ def missing() -> list[str]:
     import jax
 
     gone = []
-    try:
-        if not _name_stack_is_read():
-            gone.append(READS[0][0])
-    except Exception:  # a probe that breaks is a part that is gone
-        gone.append(READS[0][0])
+    for probe, part in ((_name_stack_is_read, READS[0][0]), (_residuals_are_read, READS[3][0])):
+        try:
+            works = probe()
+        except Exception:  # a probe that breaks is a part that is gone
+            works = False
+        if not works:
+            gone.append(part)
     if len(jax.devices()) < 2:
         return gone + ["(the compiled-program probes need 2 devices: call setup_devices first)"]
     try:

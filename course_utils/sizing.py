@@ -103,6 +103,26 @@ def _build_abstract(model, config, overrides):
     return built
 
 
+def shape_only_backbone(backbone_class, config: dict):
+    """A keras-hub backbone of `backbone_class` with shape-only variables, built from `config`."""
+    return _build_abstract(backbone_class, config, {})
+
+
+def causal_lm_of(backbone):
+    """The keras-hub causal language model around `backbone` (GemmaBackbone -> GemmaCausalLM), no preprocessor.
+
+    It adds no weights of its own (a shape-only backbone stays shape-only), only the head's use of them.
+    """
+    import keras_hub
+
+    name = type(backbone).__name__.replace("Backbone", "CausalLM")
+    task = getattr(keras_hub.models, name, None)
+    if task is None:
+        raise ValueError(f"keras-hub has no {name} for {type(backbone).__name__}: pass a language model's backbone "
+                         f"(Gemma, Llama, Qwen ...).")
+    return task(backbone=backbone, preprocessor=None)
+
+
 def _resolve(model, config):
     if isinstance(model, str):
         if model not in PRESETS:

@@ -18,6 +18,8 @@ def test_a_program_without_the_names_the_course_reads_is_named(monkeypatch):
     assert jax_internals.READS[1][0] in gone
 
 
-def test_a_name_stack_that_moved_is_named(monkeypatch):
+def test_a_name_stack_or_residuals_that_moved_are_named(monkeypatch):
     monkeypatch.setattr(jax_internals, "_name_stack_is_read", lambda: False)
     assert jax_internals.missing() == [jax_internals.READS[0][0]]
+    monkeypatch.setattr(jax_internals, "_residuals_are_read", lambda: 1 / 0)
+    assert jax_internals.missing() == [jax_internals.READS[0][0], jax_internals.READS[3][0]]

@@ -16,7 +16,8 @@ from course_utils.viz.canvas import Scene, line_height, text_size
 from course_utils.viz.figures import FONT, SMALL
 from course_utils.viz.palette import MEMORY_COLORS
 
-HATCHES = {"weights": "", "gradients": "//", "optimizer": ".."}
+HATCHES = {"weights": "", "gradients": "//", "optimizer": "..", "activations": "xx", "gathered": "\\\\",
+           "scratch": "--"}
 BAR_GID = "bar"  # every bar segment, for tests; its kind is in `Box.hatch` and its colour
 MAX_LABELS = 16  # device names under the bars; more devices get every k-th
 

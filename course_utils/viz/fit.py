@@ -1,4 +1,4 @@
-"""Drawing "will it fit?": GiB of training state per device, per model and mesh, against device memory."""
+"""Drawing "will it fit?": GiB per device, part by part, per model and mesh, against device memory."""
 
 from __future__ import annotations
 
@@ -6,15 +6,20 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from course_utils.fit import FitReport
-from course_utils.viz.figures import FONT, SMALL
+from course_utils.viz.figures import FONT, SMALL, chars_across, wrap
 from course_utils.viz.bars import HATCHES
-from course_utils.viz.palette import MEMORY_COLORS, NEUTRAL_COLOR
+from course_utils.viz.palette import MEMORY_COLORS, NEUTRAL_COLOR, STEP_COLORS
+
+COLORS = {**MEMORY_COLORS, **STEP_COLORS}
+NAMES = {"optimizer": "optimizer state", "activations": "activations", "gathered": "weights FSDP gathers",
+         "scratch": "XLA's working memory"}
 
 LINE_STYLES = ("--", ":", "-.")
 
 
 def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
-    """Stacked bars of weights, gradients and optimizer state per device, one panel per model.
+    """Stacked bars of what each device holds, one panel per model: the parts the report counts
+    (weights, gradients, optimizer state; with a batch, activations, gathered weights, XLA's scratch).
 
     Each bar is one mesh shape, its total written on top; a dashed or dotted
     line marks each device size of the report, named in the legend, and a grey
@@ -36,7 +41,7 @@ def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
     top = max([r.total for r in report.rows] + list(report.device_gib)) * 1.12
     for ax, model in zip(axes, models):
         rows = [r for r in report.rows if r.model == model]
-        _bars(ax, rows, top)
+        _bars(ax, rows, top, report.counted)
         for k, (gib, style) in enumerate(zip(report.device_gib, LINE_STYLES)):
             ax.axhline(gib, color="black", linestyle=style, linewidth=1.2, label=f"memory of a {gib:g} GiB device")
             ax.axhspan((1 - report.headroom) * gib, gib, color=NEUTRAL_COLOR, alpha=0.6, linewidth=0, zorder=0,
@@ -48,7 +53,7 @@ def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
         ax.tick_params(labelsize=SMALL)
     axes[0].set_ylabel("GiB per device", fontsize=SMALL)
     axes[-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=SMALL)
-    fig.suptitle(title or report.title, fontsize=FONT)
+    fig.suptitle(wrap(title or report.title, chars_across(fig.get_figwidth() - 0.4, FONT)), fontsize=FONT)
     return fig
 
 
@@ -58,12 +63,13 @@ def _tick(row, report: FitReport) -> str:
     return "\n".join([f"{row.mesh_shape[0]} x {row.mesh_shape[1]}", *([""] * len(verdicts) if row.problem else verdicts)])
 
 
-def _bars(ax, rows, top: float) -> None:
+def _bars(ax, rows, top: float, parts) -> None:
     bottom = np.zeros(len(rows))
-    for kind, color in MEMORY_COLORS.items():
+    for kind in parts:
         values = np.array([0.0 if r.problem else getattr(r, kind) for r in rows])
-        ax.bar(range(len(rows)), values, bottom=bottom, color=color, hatch=HATCHES[kind],
-               edgecolor="white", linewidth=0.5, label="optimizer state" if kind == "optimizer" else kind)
+        ax.bar(range(len(rows)), values, bottom=bottom, color=COLORS[kind], hatch=HATCHES[kind],
+               edgecolor="black" if kind in ("activations", "scratch") else "white", linewidth=0.5,
+               label=NAMES.get(kind, kind))
         bottom += values
     for i, row in enumerate(rows):
         label = "cannot\nsplit" if row.problem else f"{row.total:.1f}"

@@ -27,6 +27,8 @@ DEVICE_COLORS = ("#be4664", "#5f41aa", "#fad291", "#005a05", "#aacdff", "#5f0037
 PROCESS_COLORS = ("#002b62", "#5b606e", "#a19975", "#f3db42")
 #: Bytes per device, by kind (Paul Tol's high-contrast scheme).
 MEMORY_COLORS = {"weights": "#004488", "gradients": "#ddaa33", "optimizer": "#bb5566"}
+#: What a training step adds to them at its peak (a light blue, near-black and light grey: apart from the three above).
+STEP_COLORS = {"activations": "#77aadd", "gathered": "#222222", "scratch": "#dddddd"}
 #: A block copied on several devices, and cells of the mesh that do not hold it.
 COPY_COLOR = "#f2f2f2"
 UNLIT_COLOR = "#ffffff"

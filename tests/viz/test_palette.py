@@ -48,6 +48,10 @@ def test_device_colors_stay_apart_for_every_vision(kind):
 def test_process_and_memory_colors_stay_apart(kind):
     assert vision.closest_pair(rgb(PROCESS_COLORS), kind)[0] >= MIN_DELTA_E
     assert vision.closest_pair(rgb(MEMORY_COLORS.values()), kind)[0] >= MIN_DELTA_E
+    from course_utils.viz.palette import STEP_COLORS
+
+    every_part = rgb([*MEMORY_COLORS.values(), *STEP_COLORS.values()])  # the six parts of a will-it-fit bar
+    assert vision.closest_pair(every_part, kind)[0] >= MIN_DELTA_E
 
 
 def test_the_old_tab10_palette_fails_the_same_check():
