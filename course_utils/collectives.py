@@ -6,20 +6,17 @@ the JAX name stack of the operation a collective was inserted for
 opens one name scope (`layer_outputs` maps scopes to layer paths). The reason
 joins that with the layout Keras gave the weights (`get_variable_layout`).
 
-`expected_collectives` is the layout's prediction, with what it leaves out
-said plainly (`not_modelled`).
+What the layout predicts, and what that prediction leaves out, is in
+`expectation`.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
-import numpy as np
-
 from course_utils._table import Table
-from course_utils.hlo import Collective, CollectiveOp
+from course_utils.hlo import CollectiveOp
 from course_utils.placements import placement
 
 LOSS, STEP = "(loss)", "(training step)"
@@ -33,7 +30,7 @@ class CollectiveRow:
         layer: Keras path of the layer it was inserted for, "(loss)" or
             "(training step)" (optimizer update, or no source recorded).
         op: The JAX operation, e.g. "dot_general"; "" when XLA recorded none.
-        pass_: "forward", "backward" or "" (unknown).
+        pass_: "forward", "backward", "optimizer" (the update, after the backward pass) or "" (unknown).
         kind: The collective, e.g. "all-gather".
         axes: Mesh axes it runs over.
         bytes: Bytes of its result per device.
@@ -51,6 +48,8 @@ class CollectiveRow:
     weight: str
     reason: str
     name: str
+    gradient: bool = False  # a sum of the devices' partial gradients over the batch axis
+    updates: tuple[str, ...] = ()  # the weights an optimizer's-update collective may belong to
 
 
 class LayerTable(Table):
@@ -89,6 +88,9 @@ def attribute(ops: list[CollectiveOp], model, distribution, outputs) -> list[Col
     trainable = list(model.trainable_variables)
     rows = []
     for op in ops:
+        if not op.sources and (owners := _weights_shaped_like(op, trainable)):
+            rows.append(_update_row(op, owners, distribution))
+            continue
         # XLA may combine several transfers into one; the first layer's backward source leads.
         ranked = sorted(op.sources, key=lambda src: (_layer_of(src.scope, scopes) in (LOSS, STEP), not src.backward))
         source = ranked[0] if ranked else None
@@ -101,8 +103,76 @@ def attribute(ops: list[CollectiveOp], model, distribution, outputs) -> list[Col
             layer=layer, op=source.op if source else "", kind=op.kind, axes=op.axes, bytes=op.bytes,
             pass_="+".join(passes), weight=weight.path if weight is not None else "", name=op.name,
             reason=f"{len(op.shapes)} transfers combined by XLA; {reason}" if len(op.sources) > 1 else reason,
+            gradient=reason.startswith(_GRADIENTS),
         ))
     return rows
+
+
+_GRADIENTS = "partial gradients"
+UPDATE = "the optimizer's update of weights replicated over the batch axis, computed split"
+FSDP = "weights split over the batch axis (FSDP): gathered, or their activations instead"
+OTHER = "layers and operations the expectation does not model (embedding lookups, norms, softmax, routing)"
+_MODELLED_OPS = ("dot_general",)
+
+
+def unmodelled_part(row: CollectiveRow, model, distribution) -> str | None:
+    """Which part of a step the layout's expectation does not model a compiled collective belongs to (None: modelled).
+
+    Modelled are the gradient sums of weights not split over the batch axis and the partial sums of
+    split Dense / EinsumDense kernels (`expectation.expected_collectives`).
+    """
+    if row.pass_ == "optimizer":
+        return UPDATE
+    batch_axis = distribution.batch_dim_name
+    layers = set(row.layer.split(" + "))
+    split = [v.path.rsplit("/", 1)[0] in layers and batch_axis in _axes_of(distribution, v)
+             for v in model.trainable_variables if v.path.rsplit("/", 1)[0] in layers]
+    if row.gradient and not all(split or [False]):
+        return None  # the gradient sums of weights not split over the batch axis: modelled
+    if any(split):
+        return FSDP
+    if row.op and row.op not in _MODELLED_OPS:
+        return OTHER
+    if row.op and not _has_kernel(layers, model):
+        return OTHER
+    return None
+
+
+def _has_kernel(layers: set, model) -> bool:
+    return any(v.path.rsplit("/", 1)[0] in layers and v.path.endswith("/kernel") for v in model.trainable_variables)
+
+
+def _weights_shaped_like(op: CollectiveOp, trainable) -> list:
+    """The trainable weights (whole) shaped as what a collective with no recorded source moves."""
+    def bare(shape):
+        return tuple(d for d in shape if d != 1)
+
+    moved = {bare(shape) for shape in op.shapes}
+    return [v for v in trainable if bare(tuple(v.shape)) in moved]
+
+
+def _update_row(op: CollectiveOp, owners, distribution) -> CollectiveRow:
+    """A collective of the optimizer's update: XLA records no source, its shape names the weight."""
+    layers = list(dict.fromkeys(v.path.rsplit("/", 1)[0] for v in owners))
+    over = "+".join(op.axes) or "all devices"
+    named = owners[0].path if len(owners) == 1 else f"one of {len(owners)} weights of this shape ({owners[0].path}, ...)"
+    replicated = all(distribution.batch_dim_name not in _axes_of(distribution, v) for v in owners)
+    where = f"replicated over '{distribution.batch_dim_name}'" if replicated else "split"
+    if op.kind == "all-gather":
+        reason = (f"the optimizer's update of {named} ({where}): XLA computes it split over {over} and gathers "
+                  f"the result back, for the weight and for each optimizer slot")
+    else:
+        reason = (f"the gradient sync of {named} ({where}): the devices' gradients combined over {over} for the "
+                  f"optimizer's update")
+    return CollectiveRow(layer=" + ".join(layers[:3]) + (f" + {len(layers) - 3} more" if len(layers) > 3 else ""),
+                         op="", kind=op.kind, axes=op.axes, bytes=op.bytes, pass_="optimizer",
+                         weight=owners[0].path if len(owners) == 1 else "", reason=reason, name=op.name,
+                         updates=tuple(v.path for v in owners))
+
+
+def _axes_of(distribution, variable) -> list[str]:
+    return [a for entry in distribution.get_variable_layout(variable).axes
+            for a in (entry if isinstance(entry, tuple) else (entry,)) if a]
 
 
 def _layer_of(scope: str, scopes: dict[str, str]) -> str:
@@ -135,7 +205,7 @@ def _reason(op: CollectiveOp, source, layer: str, weight, model, distribution) -
         batch_axis = distribution.batch_dim_name
         why = (f"each device computed them from its part of the batch ('{batch_axis}')" if batch_axis in op.axes
                else f"the activations they are computed from are split over {over}")
-        return f"partial gradients of {layer}'s weights summed over {over}{scatter}: {why}"
+        return f"{_GRADIENTS} of {layer}'s weights summed over {over}{scatter}: {why}"
     if op.kind in ("all-reduce", "reduce-scatter"):
         if source.op == "dot_general":
             return f"partial sums of {layer}'s {source.op} {when}: a dimension it contracts is split over {over}"
@@ -163,141 +233,3 @@ def _kernel_layout(layer: str, model, distribution) -> str:
         return ""
     axes = tuple(distribution.get_variable_layout(kernel).axes)
     return "; its kernel is whole" if all(a is None for a in axes) else f"; its kernel is split {axes}"
-
-
-def expected_collectives(model, distribution, batch_shape, *, outputs=None) -> list[Collective]:
-    """What the layout predicts a training step must communicate.
-
-    Modelled:
-    - every trainable weight replicated over the batch axis has its gradient
-      summed over that axis (one all-reduce of its shard, when the axis has
-      more than one device);
-    - a Dense or EinsumDense kernel (attention's query, key, value and output
-      projections too) split over a dimension it contracts produces partial
-      sums of its output (all-reduce of the per-device output, sequence
-      length included, from the traced output shape), and one split over an
-      output dimension, whose input needs a gradient, combines the partial
-      input gradients.
-
-    Not modelled (see `not_modelled`): weights split over the batch axis
-    (XLA gathers the weight or the activations, as sizes dictate),
-    embeddings and other split weights, and reductions over split
-    activations (norms, softmax, the loss).
-
-    Args:
-        model: The built model.
-        distribution: Its distribution.
-        batch_shape: The global shape of the first input.
-        outputs: `layer_outputs(model, batch)` for activation sizes; without
-            it an activation is one row of the kernel's width per example.
-    """
-    mesh = distribution.device_mesh
-    sizes = dict(zip(mesh.axis_names, mesh.shape))
-    expected = _gradient_sums(model, distribution, sizes)
-    shapes = {o.layer: o.shapes[0] for o in outputs or () if o.shapes}
-    for layer, kernel, letters in _kernels(model, shapes):
-        expected += _kernel_collectives(model, distribution, sizes, layer, kernel, letters, shapes, batch_shape)
-    return expected
-
-
-def _gradient_sums(model, distribution, sizes) -> list[Collective]:
-    """One all-reduce over the batch axis of every weight's gradient that is not split over it."""
-    batch_axis = distribution.batch_dim_name
-    if sizes.get(batch_axis, 1) <= 1:
-        return []
-    gradient_bytes = sum(max(placement(v).bytes_per_device.values()) for v in model.trainable_variables
-                         if batch_axis not in _axes_used(distribution.get_variable_layout(v).axes))
-    if not gradient_bytes:
-        return []
-    return [Collective("all-reduce", (batch_axis,), 1, gradient_bytes,
-                       f"expected: every weight's gradient summed over '{batch_axis}'")]
-
-
-def _kernel_collectives(model, distribution, sizes, layer, kernel, letters, shapes, batch_shape) -> list[Collective]:
-    """The partial sums a split Dense or EinsumDense kernel makes its output and its input gradient combine."""
-    lhs, rhs, out = letters
-    batch_axis = distribution.batch_dim_name
-    batch_parts = sizes.get(batch_axis, 1)
-    axes = dict(zip(rhs, tuple(distribution.get_variable_layout(kernel).axes) + (None,) * len(rhs)))
-    if batch_axis in _axes_used(axes.values()):
-        return []  # split over the batch axis: not modelled
-    size = dict(zip(rhs, kernel.shape))
-    if layer.path in shapes:
-        size.update(zip(out, shapes[layer.path]))
-    elif len(out) == 2:
-        size[out[0]] = batch_shape[0]
-    else:
-        return []
-    itemsize = np.dtype(kernel.dtype).itemsize
-    contracted = [c for c in rhs if c in lhs and c not in out]
-    produced = [c for c in rhs if c in out]
-
-    def per_device(dims, divided_by):
-        parts = math.prod(sizes[a] for c in divided_by for a in _axes_used([axes[c]]))
-        return math.prod(size[c] for c in dims) * itemsize // batch_parts // parts
-
-    def split_axes(dims):
-        return dict.fromkeys(a for c in dims for a in _axes_used([axes[c]]) if sizes[a] > 1)
-
-    found = [Collective("all-reduce", (axis,), 1, per_device(out, produced),
-                        f"expected: partial sums of {layer.path}'s output combined over '{axis}'")
-             for axis in split_axes(contracted)]
-    if not _takes_model_input(model, layer):
-        found += [Collective("all-reduce", (axis,), 1, per_device(lhs, contracted),
-                             f"expected: {layer.path}'s input gradient combined over '{axis}'")
-                  for axis in split_axes(produced)]
-    return found
-
-
-def not_modelled(model, distribution) -> list[str]:
-    """The split weights whose communication `expected_collectives` does not predict, one line each."""
-    batch_axis = distribution.batch_dim_name
-    modelled = {id(kernel) for _, kernel, _ in _kernels(model, {})}
-    notes = []
-    for variable in model.trainable_variables:
-        axes = tuple(distribution.get_variable_layout(variable).axes)
-        if not _axes_used(axes) or variable.path.endswith("/bias"):
-            continue  # whole, or a bias (added where its layer's output already is)
-        if batch_axis in _axes_used(axes):
-            notes.append(f"{variable.path} is split {axes}, over the batch axis '{batch_axis}': gathered where "
-                         f"it is used, or the activations are gathered instead")
-        elif id(variable) not in modelled:
-            notes.append(f"{variable.path} {tuple(variable.shape)} is split {axes}: not the kernel of a Dense or "
-                         f"EinsumDense layer (an embedding, a norm, a custom layer)")
-    return notes
-
-
-def _axes_used(axes) -> list[str]:
-    used = []
-    for entry in axes:
-        used += [entry] if isinstance(entry, str) else list(entry or ())
-    return used
-
-
-def _kernels(model, shapes):
-    """(layer, kernel, (input, kernel, output) subscripts) of every Dense and EinsumDense layer.
-
-    A Dense kernel (K, N) is the einsum "...k,kn->...n" with the leading
-    dimensions of the traced output.
-    """
-    from course_utils.keras_internals import all_layers, is_leaf
-
-    for layer in all_layers(model, include_self=False):
-        kernel = getattr(layer, "kernel", None)
-        if kernel is None or not is_leaf(layer):
-            continue
-        equation = getattr(layer, "equation", None)
-        if equation is not None and "..." not in equation and "->" in equation:
-            inputs, out = equation.split("->")
-            lhs, rhs = inputs.split(",")
-            yield layer, kernel, (lhs, rhs, out)
-        elif equation is None and len(kernel.shape) == 2:
-            lead = "abcdefgh"[:len(shapes.get(layer.path, (0, 0))) - 1]
-            yield layer, kernel, (lead + "k", "kn", lead + "n")
-
-
-def _takes_model_input(model, layer) -> bool:
-    try:
-        return any(layer.input is tensor for tensor in model.inputs)
-    except (AttributeError, ValueError):
-        return False
