@@ -46,9 +46,10 @@ _EXPORTS = {
     "course_utils.course.mistakes": ("expect_error",),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
-_SUBMODULES = ("activations", "checkpoints", "collectives", "communication", "compiling", "course", "devices", "fit", "hlo",
-               "jax_internals", "keras_internals", "layer_outputs", "layout", "layout_checks", "memory", "mesh", "models",
-               "multiprocess", "placements", "sizing", "train", "viz", "widgets")
+_SUBMODULES = ("activations", "checkpoints", "collectives", "communication", "compiling", "course", "devices",
+               "expectation", "fit", "hlo", "jax_internals", "keras_internals", "layer_outputs", "layout",
+               "layout_checks", "memory", "mesh", "models", "multiprocess", "placements", "sizing", "train", "viz",
+               "widgets")
 
 __all__ = sorted(_HOME)
 
