@@ -32,7 +32,9 @@ def expected_collectives(model, distribution, batch_shape, *, outputs=None) -> l
       input gradients.
 
     - a tied embedding used for the lookup and for the logits has two
-      gradients, which XLA may sum apart (optional: `OPTIONAL`).
+      gradients, which XLA may sum apart (optional: `OPTIONAL`);
+    - a weight split over the batch axis (FSDP) has its gradient combined
+      over it, reduce-scattered or all-reduced (optional: XLA chooses).
 
     Not modelled (see `not_modelled`, and `collectives.unmodelled_part` for
     the compiled collectives they cause): weights split over the batch axis
@@ -50,7 +52,8 @@ def expected_collectives(model, distribution, batch_shape, *, outputs=None) -> l
     """
     mesh = distribution.device_mesh
     sizes = dict(zip(mesh.axis_names, mesh.shape))
-    expected = _gradient_sums(model, distribution, sizes) + _tied_gradient_sums(model, distribution, sizes, outputs)
+    expected = (_gradient_sums(model, distribution, sizes) + _tied_gradient_sums(model, distribution, sizes, outputs)
+                + _fsdp_gradient_sums(model, distribution, sizes))
     shapes = {o.layer: o.shapes[0] for o in outputs or () if o.shapes}
     for layer, kernel, letters in _kernels(model, shapes):
         expected += _kernel_collectives(model, distribution, sizes, layer, kernel, letters, shapes, batch_shape)
@@ -93,6 +96,19 @@ def _tied_gradient_sums(model, distribution, sizes, outputs) -> list[Collective]
                                 f"{OPTIONAL}: {weights.path} is tied, used twice (lookup and logits), so it "
                                 f"has two gradients"))
     return found
+
+
+def _fsdp_gradient_sums(model, distribution, sizes) -> list[Collective]:
+    """A weight split over the batch axis (FSDP) has each device's partial gradient combined over that axis:
+    reduce-scattered to the shards, or all-reduced whole along the axis and then sliced (XLA chooses)."""
+    batch_axis, parts = distribution.batch_dim_name, sizes.get(distribution.batch_dim_name, 1)
+    split = [v for v in model.trainable_variables if batch_axis in _axes_used(distribution.get_variable_layout(v).axes)]
+    if parts <= 1 or not split:
+        return []
+    shards = sum(max(placement(v).bytes_per_device.values()) for v in split)
+    why = f"{OPTIONAL}: the gradients of the {len(split)} weight(s) split over '{batch_axis}' (FSDP)"
+    return [Collective("reduce-scatter", (batch_axis,), 1, shards, f"{why}, reduce-scattered to their shards"),
+            Collective("all-reduce", (batch_axis,), 1, shards * parts, f"{why}, or all-reduced whole along it")]
 
 
 def _kernel_collectives(model, distribution, sizes, layer, kernel, letters, shapes, batch_shape) -> list[Collective]:

@@ -205,3 +205,22 @@ def test_the_quick_compile_moves_the_bytes_of_xlas_full_compile_on_every_officia
         compiled_train_step(model, dist, batch, options=options), ("batch", "model"), (2, 4))}
         for options in (READING_COMPILE, None))
     assert quick == full  # XLA may combine a few collectives differently (Qwen3Moe: 13 or 14), never other bytes
+
+
+def test_fsdp_with_the_batch_kept_split_agrees_on_what_it_models(mesh):
+    """Gemma's map with two /output rules: XLA gathers every weight over batch, and its gradient is
+    combined over batch as FSDP implies (all-reduced whole, or reduce-scattered): AGREE."""
+    cls, config = BACKBONES["gemma"]
+    layout_map = cls.get_layout_map(mesh)
+    layout_map["token_embedding/output"] = ("batch", None, None)
+    layout_map[r"decoder_block_\d+/output"] = ("batch", None, None)
+    dist = distribution.ModelParallel(layout_map=layout_map, batch_dim_name="batch")
+    with dist.scope():
+        lm = keras_hub.models.GemmaCausalLM(backbone=cls(**config), preprocessor=None)
+        lm.compile(optimizer="adam")
+    x = {"token_ids": np.zeros((8, 16), "int32"), "padding_mask": np.ones((8, 16), "bool")}
+    report = communication_report(lm, dist, (x, np.zeros((8, 16), "int32")))
+    assert report.agrees, report
+    gathers = [r for r in report.collectives if r.kind == "all-gather" and r.weight.endswith("ffw_gating/kernel")]
+    assert gathers and all(r.axes == ("batch",) for r in gathers)
+    assert any("(FSDP)" in e.source for e in report.expected)
