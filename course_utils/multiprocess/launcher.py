@@ -5,15 +5,17 @@
 Each process runs SCRIPT with the `KERAS_DISTRIBUTION_*` variables that
 `keras.distribution.initialize()` reads; process 0 hosts JAX's coordinator on
 127.0.0.1 at a free port. Every output line is shown with its process, e.g.
-"[p1] ...". When one process fails, the others are stopped at once: JAX's
-distributed runtime would otherwise keep them waiting for it. Every process
-runs in its own process group, and every group is killed on every way out.
+"[p1] ...". When one process fails (exits non-zero or is killed), the others
+are stopped at once: JAX's distributed runtime would otherwise keep them
+waiting for it. Each script runs under `run_script.py`, which ends a process
+that raised at once, with exit status 1, so a failure is judged by exit status
+alone. Every process runs under a keeper in its own process group, and the
+whole tree is stopped on every way out (see `process_group`).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import socket
@@ -23,18 +25,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from course_utils.multiprocess.arguments import (  # EXAMPLE and LaunchError belong to the launcher's API
+    EXAMPLE, HOST, LaunchError, check_port, check_port_number, validate, whole)
 from course_utils.multiprocess.worker import ENV_ADDRESSES, ENV_DEVICES, ENV_PROCESS_ID, ENV_PROCESSES
 from course_utils.multiprocess.process_group import run_processes, say
 
-HOST = "127.0.0.1"
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "train_2x4.py"
 GLOO_PREFIX = "[Gloo] "
 _BIND_FAILED = "Failed to add port to server"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-
-
-class LaunchError(ValueError):
-    """The launch was asked for something that cannot run."""
+RUN_SCRIPT = str(Path(__file__).with_name("run_script.py"))
 
 
 class LaunchFailed(RuntimeError):
@@ -134,13 +133,16 @@ def launch(script: str | os.PathLike, args: Sequence[str] = (), *, processes: in
         >>> result.records(0)[-1]["global_devices"]
         8
     """
-    script = _validate(script, processes, devices_per_process, mesh, timeout)
+    processes, devices_per_process = whole(processes), whole(devices_per_process)
+    mesh = mesh if mesh is None or isinstance(mesh, (str, int)) else tuple(whole(n) for n in mesh)
+    port, retries = (None if port is None else whole(port)), whole(retries)
+    script = validate(script, processes, devices_per_process, mesh, timeout)
     if port is not None:
-        _check_port_number(port)
+        check_port_number(port)
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise LaunchError(f"retries must be a whole number >= 0. Received: retries={retries!r}.")
     for attempt in range(retries + 1):
-        chosen = _check_port(port) if port is not None else free_port()
+        chosen = check_port(port) if port is not None else free_port()
         result = _run(script, tuple(str(a) for a in args), processes, devices_per_process, chosen,
                       timeout, _shown_lines(echo, hide))
         bind_failed = result.failed == 0 and any(_BIND_FAILED in line for line in result.lines[0])
@@ -161,61 +163,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((HOST, 0))
         return probe.getsockname()[1]
-
-
-def _check_port_number(port) -> None:
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-        zero = (" Port 0 would let each process pick its own port, so they could never meet."
-                if port == 0 else "")
-        raise LaunchError(f"port must be a TCP port number from 1 to 65535 (above 1023 unless run as root). "
-                          f"Received: port={port!r}.{zero} Leave the port out to let the launcher pick a free one.")
-
-
-def _check_port(port: int) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind((HOST, port))
-        except OSError as error:
-            raise LaunchError(f"Port {port} on {HOST} is not free ({error.strerror}). Received: port={port}. "
-                              f"Pick another port, or none to let the launcher choose a free one.") from None
-    return port
-
-
-def _validate(script, processes, devices_per_process, mesh, timeout) -> Path:
-    for name, value in (("processes", processes), ("devices_per_process", devices_per_process)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise LaunchError(f"{name} must be a whole number >= 1. Received: {name}={value!r}. "
-                              f"Use e.g. processes=2, devices_per_process=4.")
-    if mesh is not None:
-        if isinstance(mesh, (str, int)) or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in mesh):
-            raise LaunchError(f"mesh must be a tuple of positive whole numbers such as (2, 4). Received: mesh={mesh!r}.")
-        need, have = _product(mesh), processes * devices_per_process
-        if need != have:
-            raise LaunchError(
-                f"The mesh {tuple(mesh)} needs {need} devices, but {processes} processes x "
-                f"{devices_per_process} devices per process give {have}. Received: processes={processes}, "
-                f"devices_per_process={devices_per_process}. Choose them so processes x devices per "
-                f"process = {need}, e.g. {_splits(need)}.")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-        raise LaunchError(f"timeout must be a positive, finite number of seconds. Received: timeout={timeout!r}. "
-                          f"Use e.g. timeout=600.")
-    path = Path(script)
-    if not path.is_file():
-        raise LaunchError(f"No script at {str(path)!r} (looked from {os.getcwd()}). "
-                          f"Give the path of a Python file, e.g. {str(EXAMPLE)!r}.")
-    return path
-
-
-def _product(shape: Sequence[int]) -> int:
-    total = 1
-    for n in shape:
-        total *= int(n)
-    return total
-
-
-def _splits(n: int) -> str:
-    pairs = [f"{p} x {n // p}" for p in range(1, n + 1) if n % p == 0]
-    return ", ".join(pairs[:4])
 
 
 def _environment(process: int, processes: int, devices: int, port: int) -> dict[str, str]:
@@ -240,12 +187,12 @@ def _shown_lines(echo: bool, hide: tuple[str, ...]) -> Callable[[str], bool] | N
 def _run(script: Path, args: tuple[str, ...], processes: int, devices: int, port: int, timeout: float,
          show: Callable[[str], bool] | None) -> LaunchResult:
     start = time.monotonic()
-    command = [sys.executable, "-u", str(script), *args]
+    command = [sys.executable, "-u", RUN_SCRIPT, str(script), *args]
     outcome = run_processes([command] * processes,
                             [_environment(p, processes, devices, port) for p in range(processes)],
                             timeout=timeout, show=show)
     reason = {"ok": f"All {processes} process{'es' * (processes > 1)} finished",
-              "timeout": f"Timed out after {timeout:g} s; stopped all {processes} processes"}.get(
+              "timeout": f"Timed out after {timeout:g} s; stopped all {processes} processes. {outcome.reason}"}.get(
                   outcome.status, outcome.reason)
     return LaunchResult(outcome.status, outcome.returncodes, outcome.lines, outcome.failed, reason, port,
                         time.monotonic() - start)
@@ -273,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     opts = parser.parse_args(argv)
+    # Handled however the launcher was started: a script's `launch ... &` inherits SIGINT as ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for stop_signal in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(stop_signal, _interrupt)
     try:

@@ -2,18 +2,19 @@
 
 `run_processes` starts each command in its own process group, prints every
 output line as "[pN] ..." as it comes, and waits until every process has
-succeeded, one has failed, or the time is up. On every way out (success,
-failure, timeout, KeyboardInterrupt, a broken pipe) it kills every process
-it started and every process those started, so nothing is left behind; on
-Linux a child also dies if the launcher itself is killed.
+succeeded, one has failed (judged by its exit status alone), or the time is
+up. On every way out (success, failure, timeout, KeyboardInterrupt, a broken
+pipe) it stops every process it started and every process those started.
 Used by `course_utils.multiprocess.launcher`.
 
-A process that starts its own session (`setsid`, `start_new_session=True`)
-leaves its parent's process group, and once its parent exits it is no longer
-anyone's descendant. So each run marks its processes with a token in their
-environment (`TREE_ENV`), which every descendant inherits; on Linux the clean-up
-finds the tree by that token and by parent links in /proc, and kills it again
-and again until no member is left.
+On Linux each command runs under a keeper (`keeper.py`): the subreaper of
+everything below it, told by the kernel when the launcher dies, even by
+SIGKILL. A process that double-forks, starts its own session or clears its
+environment is re-parented to its keeper, which stops it with the rest. Each
+run also marks its processes with a token in their environment (`TREE_ENV`),
+which every descendant inherits; the clean-up finds the tree by that token and
+by parent links in /proc, and kills it again and again until no member is
+left. Elsewhere only the process groups are stopped.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-HANG_GRACE_S = 5.0
+KEEPER = str(Path(__file__).with_name("keeper.py"))
 QUIET_NOTICE_S = 30.0  # say so when every process has been silent this long
 TREE_ENV = "COURSE_LAUNCH_TREE"
 
@@ -55,25 +57,22 @@ class Outcome:
 
 
 def run_processes(commands: Sequence[Sequence[str]], envs: Sequence[dict[str, str]], *, timeout: float,
-                  show: Callable[[str], bool] | None = None, hang_grace: float | None = None) -> Outcome:
+                  show: Callable[[str], bool] | None = None) -> Outcome:
     """Runs the commands side by side until all succeed, one fails, or `timeout` passes.
 
-    A process fails when it exits non-zero, is killed, or printed a Python
-    traceback and then stayed silent for `hang_grace` seconds without exiting
-    (JAX's distributed runtime keeps a process that raised waiting at exit
-    for the others).
+    A process fails when it exits non-zero or is killed; what it prints
+    never counts (a traceback it caught and printed is not a failure).
 
     Args:
         commands: One argument list per process.
         envs: One environment per process.
         timeout: Seconds before every process is stopped.
         show: Which lines to print as they come (None: print none).
-        hang_grace: Seconds of silence after a traceback (default `HANG_GRACE_S`).
 
     Returns:
-        An `Outcome`; every process has exited by then.
+        An `Outcome`; every process has exited by then. At a timeout its
+        reason names the processes still running and how long each had been silent.
     """
-    grace = HANG_GRACE_S if hang_grace is None else hang_grace
     deadline = time.monotonic() + timeout
     procs, readers = [], []
     output: list[list[str]] = [[] for _ in commands]
@@ -84,7 +83,7 @@ def run_processes(commands: Sequence[Sequence[str]], envs: Sequence[dict[str, st
             procs.append(_start(command, {**env, TREE_ENV: token}))
             readers.append(threading.Thread(target=_read, args=(p, procs[-1].stdout, lines), daemon=True))
             readers[-1].start()
-        status, failed, reason = _supervise(procs, lines, output, deadline, show, grace)
+        status, failed, reason = _supervise(procs, lines, output, deadline, show)
     finally:
         with _uninterrupted():  # a second Ctrl-C must not cut the clean-up short
             stop(procs, token=token)
@@ -94,20 +93,10 @@ def run_processes(commands: Sequence[Sequence[str]], envs: Sequence[dict[str, st
     return Outcome(status, failed, reason, tuple(p.returncode for p in procs), tuple(tuple(o) for o in output))
 
 
-# On Linux each command first asks the kernel for SIGKILL when the launcher
-# dies (PR_SET_PDEATHSIG), then execs: nothing survives even a killed launcher.
-# (A preexec_fn would do the same, but forking a multithreaded JAX process that
-# way is unsafe and JAX warns about it.)
-_DIE_WITH_PARENT = (
-    "import ctypes, os, sys; ctypes.CDLL(None).prctl(1, 9); "
-    "os.getppid() == int(sys.argv[1]) or os._exit(1); os.execv(sys.argv[2], sys.argv[2:])"
-)
-
-
 def _start(command: Sequence[str], env: dict[str, str]) -> subprocess.Popen:
     command = list(command)
     if sys.platform.startswith("linux"):
-        command = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *command]
+        command = [sys.executable, "-S", KEEPER, str(os.getpid()), *command]
     return subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, errors="replace", start_new_session=True, env=env)
@@ -119,7 +108,7 @@ def _read(process: int, stream, lines: queue.Queue) -> None:
     lines.put((process, None))
 
 
-def _supervise(procs, lines, output, deadline, show, grace) -> tuple[str, int | None, str]:
+def _supervise(procs, lines, output, deadline, show) -> tuple[str, int | None, str]:
     """Waits until all processes succeed, one fails, or the deadline passes."""
     last_seen = [time.monotonic()] * len(procs)
     noticed = time.monotonic()
@@ -135,13 +124,21 @@ def _supervise(procs, lines, output, deadline, show, grace) -> tuple[str, int | 
             code = proc.poll()
             if code not in (None, 0):
                 return "failed", p, f"Process {p} {_describe(code)}; stopped the others"
-            if code is None and _raised(output[p]) and time.monotonic() - last_seen[p] > grace:
-                return "failed", p, (f"Process {p} raised an error but did not exit (JAX's distributed "
-                                     f"runtime waits at exit for the other processes); stopped them all")
         if all(proc.poll() == 0 for proc in procs):
             return "ok", None, ""
-        if time.monotonic() > deadline:
-            return "timeout", None, ""
+        if now > deadline:
+            return "timeout", None, _still_running(procs, output, last_seen, now)
+
+
+def _still_running(procs, output, last_seen, now) -> str:
+    """Which processes a timeout caught, each with how long it had been silent and its last line."""
+    parts = []
+    for p, proc in enumerate(procs):
+        if proc.poll() is None:
+            last = next((line for line in reversed(output[p]) if line.strip()), None)
+            said = f"since its last line {last[:80]!r}" if last else "having printed nothing"
+            parts.append(f"process {p}, silent for {now - last_seen[p]:.0f} s {said}")
+    return "Still running at the timeout: " + "; ".join(parts) + "."
 
 
 @contextlib.contextmanager
@@ -156,10 +153,6 @@ def _uninterrupted():
     finally:
         for sig, handler in held.items():
             signal.signal(sig, handler)
-
-
-def _raised(output: list[str]) -> bool:
-    return any(line.startswith("Traceback (most recent call last)") for line in output[-200:])
 
 
 def _describe(code: int) -> str:

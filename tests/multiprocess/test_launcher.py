@@ -66,8 +66,20 @@ def gone(pid: int) -> bool:
         return True
 
 
+def launched_processes_alive() -> list[int]:
+    """Live processes carrying a launch's token (this session's lesson kernels carry none)."""
+    alive = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE and process_group.TREE_ENV in proc.environ():
+                alive.append(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return alive
+
+
 def no_children_left():
-    assert psutil.Process().children(recursive=True) == []
+    assert launched_processes_alive() == []
 
 
 def test_each_process_sees_its_devices(two_by_four):
@@ -122,23 +134,54 @@ def test_worker_that_raises_names_itself(sleeper, monkeypatch):
     no_children_left()
 
 
-def test_raised_but_still_running_counts_as_failed(tmp_path, monkeypatch):
-    """A script without setup_process hangs at exit after raising; the launcher does not wait."""
-    script = tmp_path / "hangs.py"
+def test_a_printed_traceback_is_not_a_failure(tmp_path):
+    """Judged by exit status alone: a worker that logs an error it caught and goes on is doing fine."""
+    script = tmp_path / "logs.py"
     script.write_text(textwrap.dedent("""
-        import os, time, traceback
+        import time, traceback
+        try:
+            raise ValueError("bad input, handled")
+        except ValueError:
+            traceback.print_exc()
+        time.sleep(6)  # longer than the 5 s of silence after a traceback that once counted as failing
+        print("went on", flush=True)
+    """))
+    result = launch(script, processes=2, devices_per_process=1, timeout=60, echo=False)
+    assert result.ok, result.message()
+    assert all(lines[-1] == "went on" and "ValueError: bad input, handled" in lines for lines in result.lines)
+    no_children_left()
+
+
+def test_a_script_that_raises_without_setup_process_ends_at_once(tmp_path):
+    """An uncaught error ends its process with exit status 1 at once (no wait in exit handlers)."""
+    script = tmp_path / "raises.py"
+    script.write_text(textwrap.dedent("""
+        import atexit, os, time
+        atexit.register(time.sleep, 120)  # as JAX's distributed shutdown waits for the others
         if os.environ["KERAS_DISTRIBUTION_PROCESS_ID"] == "0":
-            try:
-                raise ValueError("bad input")
-            except ValueError:
-                traceback.print_exc()
+            raise ValueError("bad input")
         time.sleep(120)
     """))
-    monkeypatch.setattr(process_group, "HANG_GRACE_S", 1.0)
+    start = time.monotonic()
     result = launch(script, processes=2, devices_per_process=1, timeout=60, echo=False)
-    assert result.failed == 0 and "did not exit" in result.reason
-    assert "ValueError: bad input" in result.message()
+    assert time.monotonic() - start < 10
+    assert result.failed == 0 and result.returncodes[0] == 1, result.message()
+    assert "Process 0 exited with code 1" in result.reason
+    shown = result.last_lines(0)
+    assert shown[-1] == "ValueError: bad input" and "run_script" not in "\n".join(shown)
     no_children_left()
+
+
+def test_a_failing_exit_status_ends_at_once(tmp_path):
+    script = tmp_path / "exits.py"
+    script.write_text("import atexit, sys, time\natexit.register(time.sleep, 120)\nsys.exit(3)\n")
+    start = time.monotonic()
+    result = launch(script, processes=1, devices_per_process=1, timeout=60, echo=False)
+    assert time.monotonic() - start < 10 and result.returncodes == (3,)
+    ok = tmp_path / "ok.py"
+    ok.write_text("import sys\nprint(sys.argv[1:], __name__)\nsys.exit(0)\n")
+    result = launch(ok, ["a", "b"], processes=1, devices_per_process=1, timeout=60, echo=False)
+    assert result.ok and result.lines[0] == ("['a', 'b'] __main__",)
 
 
 def test_timeout_stops_everything(sleeper):
@@ -147,6 +190,8 @@ def test_timeout_stops_everything(sleeper):
     assert time.monotonic() - start < 10
     assert result.status == "timeout" and not result.ok
     assert "Timed out after 2 s" in result.message()
+    for p, pid in enumerate(pids(result)):  # the processes the timeout caught, each named with its last line
+        assert re.search(rf"process {p}, silent for \d+ s since its last line 'pid=", result.reason)
     assert all(gone(pid) for pid in pids(result))
     no_children_left()
     with pytest.raises(LaunchFailed, match="Timed out"):
@@ -174,6 +219,26 @@ def test_bad_arguments_say_what_to_do(kwargs, words):
         launch(EXAMPLE, **kwargs)
     for word in words:
         assert word in str(error.value)
+
+
+def test_numpy_integers_are_whole_numbers(sleeper):
+    result = launch(sleeper, processes=np.int64(2), devices_per_process=np.int32(1), mesh=(np.int64(2),),
+                    timeout=1, echo=False)
+    assert result.status == "timeout" and len(result.returncodes) == 2
+    with pytest.raises(LaunchError, match="Received: processes=2.5"):
+        launch(sleeper, processes=2.5, devices_per_process=1)
+    with pytest.raises(LaunchError, match="Received: processes=True"):
+        launch(sleeper, processes=True, devices_per_process=1)
+
+
+def test_silent_process_is_named_at_the_timeout(tmp_path):
+    script = tmp_path / "quiet.py"
+    script.write_text("import os, time\nif os.environ['KERAS_DISTRIBUTION_PROCESS_ID'] == '0':\n"
+                      "    print('done', flush=True)\nelse:\n    time.sleep(120)\n")
+    result = launch(script, processes=2, devices_per_process=1, timeout=2, echo=False)
+    assert result.status == "timeout"
+    assert "Still running at the timeout: process 1, silent for 2 s having printed nothing." in result.reason
+    assert "process 0" not in result.reason.split("Still running")[1]
 
 
 def test_missing_script():
@@ -314,6 +379,75 @@ def test_an_interrupted_launcher_leaves_nothing(spawner, tmp_path, sig):
     launcher.send_signal(sig)
     _, err = launcher.communicate(timeout=30)
     assert launcher.returncode == 130 and "interrupted; stopped every process" in err
+    assert all_gone(pids)
+
+
+# A double-forked daemon with an empty environment in a session of its own, and a grandchild in its own
+# session with an empty environment: neither carries the run's token, and neither is a child of the worker.
+DAEMONS = """
+import os, subprocess, sys, time
+sleep = [sys.executable, "-c", "import time; time.sleep(300)"]
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.write(w, f"{os.getpid()}\\n".encode())
+        os.execve(sys.executable, sleep, {})
+    os._exit(0)
+daemon = int(os.read(r, 100).split()[0])
+grandchild = subprocess.Popen(sleep, start_new_session=True, env={})
+print(f"pid={os.getpid()} daemon={daemon} grandchild={grandchild.pid}", flush=True)
+if os.environ.get("MODE") == "hang":
+    time.sleep(300)
+"""
+
+
+@pytest.fixture(scope="module")
+def daemons(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("daemons") / "daemons.py"
+    path.write_text(DAEMONS)
+    return path
+
+
+def daemon_pids(lines) -> list[int]:
+    return [int(n) for line in lines for n in re.findall(r"(?:pid|daemon|grandchild)=(\d+)", line)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="keepers are Linux only")
+def test_daemons_that_cleared_their_environment_are_stopped_at_a_normal_end(daemons):
+    result = launch(daemons, processes=2, devices_per_process=1, timeout=60, echo=False)
+    assert result.ok, result.message()
+    pids = daemon_pids(line for lines in result.lines for line in lines)
+    assert len(pids) == 6 and all_gone(pids, within=0.5)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="keepers are Linux only")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_no_daemon_outlives_a_stopped_or_killed_launcher(daemons, sig):
+    launcher = cli(daemons, "--processes", "2", "--devices-per-process", "1", "--timeout", "60", MODE="hang")
+    pids = []
+    for line in launcher.stdout:
+        pids += daemon_pids([line])
+        if len(pids) == 6:
+            break
+    launcher.send_signal(sig)
+    launcher.communicate(timeout=30)
+    assert launcher.returncode == (-9 if sig == signal.SIGKILL else 130)
+    assert all_gone(pids)
+
+
+def test_sigint_stops_a_launcher_that_inherited_it_ignored(spawner, tmp_path):
+    """`launch ... &` in a script starts the launcher with SIGINT ignored; it still stops at once."""
+    command = (f"trap '' INT; exec {sys.executable} -m course_utils.launch --processes 2 "
+               f"--devices-per-process 1 --timeout 60 {spawner}")
+    launcher = subprocess.Popen(["sh", "-c", command], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, "MODE": "hang", "PIDS": str(tmp_path)})
+    pids = read_pids(launcher.stdout, 2)
+    start = time.monotonic()
+    launcher.send_signal(signal.SIGINT)
+    _, err = launcher.communicate(timeout=30)
+    assert launcher.returncode == 130 and time.monotonic() - start < 10
+    assert "interrupted; stopped every process" in err
     assert all_gone(pids)
 
 
