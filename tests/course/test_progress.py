@@ -1,11 +1,24 @@
 """progress(): a learner's best verdict per exercise, saved for the teacher and summed over a room."""
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
 from course_utils import check, progress
-from course_utils.course.exercises.progress import main, read, room
+from course_utils.course.exercises.progress import (
+    ProgressFileError,
+    ProgressWarning,
+    main,
+    read,
+    room,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _verdicts():
@@ -42,8 +55,10 @@ def test_save_merges_lessons_and_room_counts_students(tmp_path, suffix):
 
 def test_saved_json_is_plain_records(tmp_path):
     path = progress("01", student="Ada", verdicts=_verdicts()).save(tmp_path / "p.json")
-    assert json.loads(path.read_text())[0] == {"student": "Ada", "exercise": "01.1", "status": "not yet",
-                                               "attempts": 1}
+    saved = json.loads(path.read_text())
+    assert saved["format"] == 1
+    assert saved["rows"][0] == {"student": "Ada", "exercise": "01.1", "status": "not yet", "attempts": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".p.json.lock", "p.json"]  # nothing half-written left
     with pytest.raises(ValueError, match="json or a .csv"):
         progress("01", verdicts=[]).save(tmp_path / "p.txt")
 
@@ -65,3 +80,125 @@ def test_every_lesson_with_exercises_ends_them_with_its_progress_cell():
             continue
         assert len(cells) == 1 and cells[0] > exercises[-1], path.name
         assert f'progress("{path.stem[:2]}")' in notebook.cells[cells[0]].source, path.name
+
+
+# Each of three processes saves its own student's rows to one file, again and again, all at once.
+SAVER = """
+import sys
+from course_utils import check, progress
+verdicts = [check("01.1", "cpu:0"), check("01.3", [(2, 1, 4)])]
+for _ in range(25):
+    progress("01", student=sys.argv[2], verdicts=verdicts).save(sys.argv[1])
+print("saved")
+"""
+
+
+@pytest.mark.parametrize("suffix", [".json", ".csv"])
+def test_several_students_saving_to_one_file_at_once_lose_nothing(tmp_path, suffix):
+    path = tmp_path / f"progress{suffix}"
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(ROOT)}
+    savers = [subprocess.Popen([sys.executable, "-c", SAVER, str(path), name], env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for name in ("Ada", "Bob", "Cy")]
+    for saver in savers:
+        out, err = saver.communicate(timeout=120)
+        assert saver.returncode == 0 and out.strip() == "saved", err
+    rows = read(path)
+    assert sorted({r.student for r in rows}) == ["Ada", "Bob", "Cy"] and len(rows) == 3 * 3
+    assert not list(tmp_path.glob("*.damaged-*")) and not list(tmp_path.glob("*partial*"))
+
+
+def test_a_save_that_fails_midway_leaves_the_old_file_whole(tmp_path):
+    """A write cut off by the file system (here: a file size limit, as a full disk does) changes nothing."""
+    path = tmp_path / "progress.json"
+    progress(None, student="Ada", verdicts=_verdicts()).save(path)
+    before = path.read_bytes()
+    script = textwrap.dedent(f"""
+        import resource, signal
+        from course_utils import progress
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # so the write fails with an error instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, ({len(before) // 2}, {len(before) // 2}))
+        try:
+            progress(None, student="Bob", verdicts=[]).save({str(path)!r})
+        except OSError as error:
+            print(error)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(ROOT)})
+    assert "Could not save to" in done.stdout and "is unchanged" in done.stdout, done.stdout + done.stderr
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".progress.json.lock", "progress.json"]
+
+
+@pytest.mark.parametrize("content", ["", "[{\"student\": \"Ada\", \"exer", "not json at all", "{}",
+                                     json.dumps([{"student": "Ada", "exercise": "01.1", "status": "mastered",
+                                                  "attempts": 1}])])
+def test_a_damaged_file_is_kept_aside_and_saving_works_again(tmp_path, content):
+    path = tmp_path / "progress.json"
+    path.write_text(content)
+    with pytest.warns(ProgressWarning, match=r"progress.json.*kept as 'progress.damaged-\d{8}-\d{6}.json'"):
+        progress("01", student="Ada", verdicts=_verdicts()).save(path)
+    (aside,) = tmp_path.glob("progress.damaged-*.json")
+    assert aside.read_text() == content
+    assert len(read(path)) == 3
+    progress("02", student="Ada", verdicts=[]).save(path)  # and the next save merges as usual
+    assert len(read(path)) == 6
+
+
+def test_a_file_of_the_first_format_a_plain_list_is_read(tmp_path):
+    (tmp_path / "old.json").write_text('[{"student": "Ada", "exercise": "01.1", "status": "correct", "attempts": 2}]')
+    assert [r.status for r in read(tmp_path / "old.json")] == ["correct"]
+
+
+def test_spreadsheet_csv_files_are_read(tmp_path):
+    rows = "student,exercise,status,attempts\r\nJosé,01.1,correct,2\r\n"
+    for name, data in (("bom.csv", rows.encode("utf-8-sig")), ("latin.csv", rows.encode("cp1252")),
+                       ("semicolons.csv", rows.replace(",", ";").encode("utf-8")),
+                       ("capitals.csv", rows.replace("student,exercise,status,attempts",
+                                                     "Student, Exercise, Status, Attempts").encode())):
+        (tmp_path / name).write_bytes(data)
+        assert [tuple(vars(r).values()) for r in read(tmp_path / name)] == [("José", "01.1", "correct", 2)], name
+
+
+@pytest.mark.parametrize("name, content, words", [
+    ("empty.json", "", ["empty.json", "is empty"]),
+    ("cut.json", '{"format": 1, "rows": [{"student": "Ada"', ["cut.json", "not whole JSON", "cut off"]),
+    ("future.json", '{"format": 2, "rows": []}', ["format 2", "newer course_utils", "reads format 1",
+                                                  "git pull"]),
+    ("other.json", '{"hello": 1}', ["not a progress file", "student, exercise, status, attempts"]),
+    ("status.csv", "student,exercise,status,attempts\nAda,01.1,mastered,1\n",
+     ["Row 1", "status 'mastered'", "'correct'"]),
+    ("attempts.csv", "student,exercise,status,attempts\nAda,01.1,correct,two\n",
+     ["Row 1", "attempts='two'", "whole number"]),
+    ("columns.csv", "name,score\nAda,3\n", ["lacks the column(s) student, exercise, status, attempts",
+                                             "starts with the line student,exercise,status,attempts"]),
+    ("missing.csv", "student,exercise,status,attempts\nAda,,correct,1\n", ["Row 1", "has no exercise"]),
+])
+def test_unreadable_files_say_which_file_and_why(tmp_path, name, content, words):
+    (tmp_path / name).write_text(content)
+    with pytest.raises(ProgressFileError) as error:
+        read(tmp_path / name)
+    for word in words:
+        assert word in str(error.value)
+
+
+def test_the_room_command_names_what_it_left_out(tmp_path, capsys):
+    good = progress("01", student="Ada", verdicts=_verdicts()).save(tmp_path / "ada.json")
+    (tmp_path / "bad.csv").write_text("student,exercise,status,attempts\nBob,01.1,great,1\n")
+    assert main([str(good), str(tmp_path / "nobody.json"), str(tmp_path / "bad.csv")]) == 1
+    out, err = capsys.readouterr()
+    assert "01.1" in out and "Traceback" not in err
+    assert "left out: No progress file at" in err and "nobody.json" in err
+    assert "status 'great'" in err and "2 of 3 files left out" in err
+    assert main([str(tmp_path / "nobody.json")]) == 1
+
+
+def test_save_follows_links_and_expands_the_home_folder(tmp_path, monkeypatch):
+    target = tmp_path / "kept" / "progress.json"
+    target.parent.mkdir()
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    progress("01", student="Ada", verdicts=_verdicts()).save(link)
+    assert link.is_symlink() and len(read(target)) == 3
+    monkeypatch.setenv("HOME", str(tmp_path))
+    saved = progress("01", student="Ada", verdicts=[]).save("~/home.json")
+    assert saved == tmp_path / "home.json" and not (Path.cwd() / "~").exists()

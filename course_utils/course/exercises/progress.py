@@ -5,36 +5,37 @@ turns them into one row per exercise of lesson 03 (best status so far, number
 of attempts); `.save()` merges those rows into `progress.json` (or a `.csv`)
 that the teacher collects. `python -m course_utils.course.exercises.progress
 FILE...` reads the collected files and prints how the room is doing.
+
+A save never loses what was saved before: it holds a lock beside the file
+while it reads, merges and writes (several students, or several notebooks,
+saving to one file at once), and writes a new file beside the old one before
+renaming it over (a full disk or a killed kernel leaves the old file whole).
+A file that cannot be read is kept aside under a new name, with a message,
+and saving starts afresh. Reading and writing the file: `progress_file`.
 """
 
 from __future__ import annotations
 
-import csv
 import getpass
 import html
-import json
 import os
 import sys
-from dataclasses import asdict, dataclass
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from course_utils.course.exercises import EXERCISES, results
 from course_utils.course.exercises.core import _MARKS, CORRECT, NOT_ATTEMPTED, NOT_YET
+from course_utils.course.exercises.progress_file import FIELDS, ProgressFileError, Row, read, set_aside, write
 
 _RANK = {NOT_ATTEMPTED: 0, NOT_YET: 1, CORRECT: 2}
-FIELDS = ("student", "exercise", "status", "attempts")
+LOCK_TIMEOUT_S = 30.0
+__all__ = ["FIELDS", "LOCK_TIMEOUT_S", "Progress", "ProgressFileError", "ProgressWarning", "Row", "main",
+           "progress", "read", "room"]
 
 
-@dataclass(frozen=True)
-class Row:
-    """One exercise of one learner: the best status reached and how many answers were checked."""
-
-    student: str
-    exercise: str
-    status: str
-    attempts: int
-
-
+class ProgressWarning(UserWarning):
+    """A damaged progress file was kept aside and a new one started."""
 @dataclass(frozen=True)
 class Progress:
     """A learner's rows, one per exercise, in exercise order."""
@@ -60,28 +61,55 @@ class Progress:
                 f"{cells}</table>")
 
     def save(self, path: str | Path = "progress.json") -> Path:
-        """Merges these rows into a JSON or CSV file (other lessons' rows are kept).
+        """Merges these rows into a JSON or CSV file (other lessons' and students' rows are kept).
+
+        Safe with several writers at once and against a failed write: see the module's notes.
+        A file that cannot be read is renamed `NAME.damaged-TIME.json` (a warning says so) and
+        a new file is started with these rows; hand in both.
 
         Args:
-            path: A `.json` or `.csv` file; created if missing.
+            path: A `.json` or `.csv` file; created if missing. `~` is expanded; a symbolic
+                link is followed (the file it points to is updated, the link kept).
 
         Returns:
             The file written.
         """
-        path = Path(path)
+        from filelock import FileLock, Timeout
+
+        path = Path(os.path.realpath(Path(path).expanduser()))
         if path.suffix not in (".json", ".csv"):
             raise ValueError(f"Received path={str(path)!r}. Save to a .json or a .csv file.")
-        merged = {(r.student, r.exercise): r for r in (read(path) if path.exists() else ())}
-        merged.update({(r.student, r.exercise): r for r in self.rows})
-        rows = sorted(merged.values(), key=lambda r: (r.student, r.exercise))
-        if path.suffix == ".json":
-            path.write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
-        else:
-            with path.open("w", newline="") as out:
-                writer = csv.DictWriter(out, FIELDS)
-                writer.writeheader()
-                writer.writerows(asdict(r) for r in rows)
+        if path.is_dir():
+            raise ValueError(f"{str(path)!r} is a folder. Give a file in it, e.g. {str(path / 'progress.json')!r}.")
+        try:
+            with FileLock(path.with_name(f".{path.name}.lock"), timeout=LOCK_TIMEOUT_S):
+                merged = {(r.student, r.exercise): r for r in _saved_rows(path)}
+                merged.update({(r.student, r.exercise): r for r in self.rows})
+                write(path, sorted(merged.values(), key=lambda r: (r.student, r.exercise)))
+        except Timeout:
+            raise TimeoutError(f"Another save to {str(path)!r} has held its lock for {LOCK_TIMEOUT_S:g} s. "
+                               f"Run this cell again in a moment; nothing was written.") from None
+        except OSError as error:
+            if isinstance(error, TimeoutError):
+                raise
+            raise OSError(error.errno, f"Could not save to {str(path)!r} ({error.strerror or error}). "
+                                       f"Whatever the file held before is unchanged. Free some disk space or "
+                                       f"save somewhere you may write, e.g. save('progress.json') in your "
+                                       f"home folder.") from error
         return path
+
+
+def _saved_rows(path: Path) -> list[Row]:
+    """The rows already at `path`; a damaged file is kept aside, with a warning, and none returned."""
+    if not path.exists():
+        return []
+    try:
+        return read(path)
+    except ProgressFileError as error:
+        aside = set_aside(path)
+        warnings.warn(f"{error} It was kept as {aside.name!r}, untouched, and a new {path.name!r} was started "
+                      f"with these rows. Hand in both files.", ProgressWarning, stacklevel=4)
+        return []
 
 
 def progress(lesson: str | None = None, *, student: str | None = None, verdicts=None) -> Progress:
@@ -113,17 +141,6 @@ def progress(lesson: str | None = None, *, student: str | None = None, verdicts=
     return Progress(tuple(rows))
 
 
-def read(path: str | Path) -> list[Row]:
-    """The rows of a file written by `Progress.save`."""
-    path = Path(path)
-    if path.suffix == ".json":
-        records = json.loads(path.read_text())
-    else:
-        with path.open(newline="") as source:
-            records = list(csv.DictReader(source))
-    return [Row(r["student"], r["exercise"], r["status"], int(r["attempts"])) for r in records]
-
-
 def room(paths) -> dict[str, dict[str, int]]:
     """How many learners reached each status, per exercise, over collected files.
 
@@ -145,15 +162,31 @@ def room(paths) -> dict[str, dict[str, int]]:
 
 
 def main(argv=None) -> int:
-    """`python -m course_utils.course.exercises.progress FILE...`: the room's results per exercise."""
+    """`python -m course_utils.course.exercises.progress FILE...`: the room's results per exercise.
+
+    A file that cannot be read is named with the reason and left out; the others are summed.
+    Exit status: 0, 1 when a file was left out, 2 without files.
+    """
     paths = (sys.argv[1:] if argv is None else argv)
     if not paths:
         print("Usage: python -m course_utils.course.exercises.progress progress1.json progress2.csv ...")
         return 2
+    readable = []
+    for path in paths:
+        try:
+            read(path)
+            readable.append(path)
+        except (OSError, ProgressFileError) as error:
+            print(f"left out: {error}", file=sys.stderr)
+    if not readable:
+        print("No readable progress file among those given.", file=sys.stderr)
+        return 1
     print(f"{'exercise':<9}" + "".join(f"{s:>15}" for s in reversed(_RANK)))
-    for exercise_id, counts in room(paths).items():
+    for exercise_id, counts in room(readable).items():
         print(f"{exercise_id:<9}" + "".join(f"{counts[s]:>15}" for s in reversed(_RANK)))
-    return 0
+    if len(readable) < len(paths):
+        print(f"{len(paths) - len(readable)} of {len(paths)} files left out (see above).", file=sys.stderr)
+    return 0 if len(readable) == len(paths) else 1
 
 
 if __name__ == "__main__":
