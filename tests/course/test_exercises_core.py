@@ -105,3 +105,91 @@ def test_a_right_answer_can_carry_a_remark():
                                                       if answer == 1 else "not 1")
     assert check("99.7", 1).ok and check("99.7", 1).message == "Well done. It works here because ..."
     assert check("99.7", 2).message == "Hint: not 1"
+
+
+# Answers that try to fool, hang or break a checker: each gets "not yet" with a hint, never a crash.
+class AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+    __hash__ = object.__hash__
+
+
+class YesString(str):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+    def upper(self):
+        return "MODEL"
+
+
+class BadRepr:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+    def __str__(self):
+        raise RuntimeError("no str")
+
+
+def test_a_string_subclass_that_equals_everything_is_read_as_its_plain_text():
+    assert not check("99.1", YesString("zzz")).ok
+    assert check("99.1", YesString("data")).ok
+    assert not check("99.2", YesString("zzz")).ok  # its upper() is never called: the plain string's is
+    assert not check("01.1", YesString("zzz")).ok
+
+
+def test_an_object_with_its_own_comparison_is_refused_naming_its_type():
+    for exercise_id in ("99.1", "08.2", "01.1"):
+        verdict = check(exercise_id, AlwaysEqual())
+        assert verdict.status == "not yet"
+        assert "an object of type AlwaysEqual that defines its own __eq__" in verdict.message
+
+
+def test_an_endless_iterator_is_read_only_so_far():
+    import itertools
+    import time
+
+    start = time.monotonic()
+    verdict = check("01.3", itertools.repeat((2, 2, 2)))
+    assert time.monotonic() - start < 10
+    assert verdict.status == "not yet" and "more than 100,000 items" in verdict.message
+    assert check("01.3", (shape for shape in [(2, 1, 4), (2, 2, 2), (2, 4, 1)])).ok  # a finite one is read
+
+
+def test_numpy_values_are_plain_values():
+    import numpy as np
+
+    assert check("99.3", (np.int64(4), np.int64(2))).status == check("99.3", (4, 2)).status
+    assert check("99.1", np.str_("data")).ok
+
+
+@pytest.mark.parametrize("exercise_id", ["04.1", "04.2", "07.1", "08.2", "99.1"])
+def test_an_answer_whose_repr_raises_gets_a_hint(exercise_id):
+    verdict = check(exercise_id, BadRepr())  # it raised for 04.1, 04.2, 07.1 and 08.2
+    assert verdict.status == "not yet" and verdict.message.startswith("Hint: ")
+    repr(verdict), verdict._repr_html_()
+
+
+def test_a_check_that_runs_too_long_is_stopped(monkeypatch):
+    import time
+
+    from course_utils.course.exercises import core
+
+    @exercise("99.9", "A checker that never ends.", form="anything")
+    def _endless(answer):
+        try:
+            while True:
+                time.sleep(0.01)
+        except Exception:  # a checker's own broad except does not swallow the time limit
+            return None
+
+    monkeypatch.setattr(core, "CHECK_TIMEOUT_S", 0.5)
+    try:
+        start = time.monotonic()
+        verdict = check("99.9", 1)
+        assert time.monotonic() - start < 5
+        assert verdict.status == "not yet" and "took over 0.5 s, so it was stopped" in verdict.message
+    finally:
+        del EXERCISES["99.9"]

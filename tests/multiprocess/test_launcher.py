@@ -67,15 +67,27 @@ def gone(pid: int) -> bool:
 
 
 def launched_processes_alive() -> list[int]:
-    """Live processes carrying a launch's token (this session's lesson kernels carry none)."""
+    """Live processes carrying a launch's token, but for those a lesson kernel launched.
+
+    The session's lesson runs execute beside these tests, and lesson 06 launches processes of
+    its own from its kernel; those are the kernel's descendants and are not this module's to
+    count. A process a launch left behind is re-parented away from its kernel (to init or a
+    subreaper) and is counted wherever it came from.
+    """
     alive = []
     for proc in psutil.process_iter():
         try:
-            if proc.status() != psutil.STATUS_ZOMBIE and process_group.TREE_ENV in proc.environ():
+            if (proc.status() != psutil.STATUS_ZOMBIE and process_group.TREE_ENV in proc.environ()
+                    and not _under_a_kernel(proc)):
                 alive.append(proc.pid)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
     return alive
+
+
+def _under_a_kernel(proc: psutil.Process) -> bool:
+    """Whether a Jupyter kernel (a lesson run of this session) is among the process's ancestors."""
+    return any("ipykernel_launcher" in " ".join(parent.cmdline()) for parent in proc.parents())
 
 
 def no_children_left():

@@ -2,7 +2,10 @@
 
 A lesson's exercise cell reads `answer = ...`; a learner replaces the `...`
 and runs `check("01.1", answer)`. An untouched answer reports "not attempted"
-and never raises, so "Run All" always reaches the end of a lesson.
+and never raises, so "Run All" always reaches the end of a lesson. A checker
+sees the answer as plain values (`answers.plain`: no answer can fool it with
+its own `==`, or hang it with an endless iterator) and runs for at most
+`CHECK_TIMEOUT_S` seconds.
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ import html
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from course_utils.course.exercises.answers import TimeUp, Unreadable, plain, shown, time_limit
+
+CHECK_TIMEOUT_S = 60.0  # the slowest checker compiles a training step: a few seconds
 CORRECT, NOT_YET, NOT_ATTEMPTED = "correct", "not yet", "not attempted"
 _MARKS = {CORRECT: ("✅", "#e6f4ea"), NOT_YET: ("❌", "#fdecea"), NOT_ATTEMPTED: ("⏳", "#f1f3f4")}
 
@@ -109,24 +115,35 @@ def check(exercise_id: str, answer=...) -> Verdict:
         verdict = Verdict(exercise_id, NOT_ATTEMPTED,
                           "Replace the ... with your answer, then run this cell again.")
     else:
-        try:
-            hint = EXERCISES[exercise_id].checker(answer)
-        except Exception as error:  # an answer in another form breaks the checker's probing
-            hint = _unreadable(EXERCISES[exercise_id], answer, error)
+        hint = _run_checker(EXERCISES[exercise_id], answer)
         if hint is None or isinstance(hint, Correct):
             note = "" if hint is None else f" {hint.note}"
             verdict = Verdict(exercise_id, CORRECT, f"Well done.{note}")
         else:
-            verdict = Verdict(exercise_id, NOT_YET, f"Hint: {hint}")
+            verdict = Verdict(exercise_id, NOT_YET, f"Hint: {shown(hint, limit=2000, as_text=True)}")
     _log.append(verdict)
     return verdict
 
 
-def _unreadable(entry: Exercise, answer, error: Exception) -> str:
-    """The hint for an answer the checker could not read: what it got, and the form it reads."""
-    shown = repr(answer)
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
-    received = f"Received: {shown} (type {type(answer).__name__}), which it cannot read ({type(error).__name__}: {error})."
+def _run_checker(entry: Exercise, answer):
+    """The checker's hint for the answer read as plain values; a hint too when it cannot read it or runs long."""
+    try:
+        value = plain(answer)
+    except Unreadable as error:
+        return _unreadable(entry, answer, str(error))
+    try:
+        with time_limit(CHECK_TIMEOUT_S):
+            return entry.checker(value)
+    except TimeUp:
+        return (f"The check took over {CHECK_TIMEOUT_S:g} s, so it was stopped. Received: {shown(answer)} "
+                f"(type {type(answer).__name__}). This exercise needs {entry.form or 'the form its cell shows'}.")
+    except Exception as error:  # an answer in another form breaks the checker's probing
+        return _unreadable(entry, answer, f"{type(error).__name__}: {shown(error, as_text=True)}")
+
+
+def _unreadable(entry: Exercise, answer, why: str) -> str:
+    """The hint for an answer the checker could not read: what it got, why, and the form it reads."""
+    received = f"Received: {shown(answer)} (type {type(answer).__name__}), which it cannot read ({why})."
     if entry.form:
         return f"This exercise needs {entry.form}. {received}"
     return (f"This answer is not in the form the exercise reads. {received} "
