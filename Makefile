@@ -9,9 +9,19 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab test bench doctor slides course publish student answer-key handout nbgrader clean
 
-$(BIN)/.installed: requirements.txt requirements-nodeps.txt pyproject.toml
+# The environment remembers which interpreter made it: naming another one (make lab PYTHON=python3.12)
+# makes the environment again with it instead of quietly keeping the old one.
+PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
+MADE_WITH := $(VENV)/.made-with-python-$(or $(PYTHON_VERSION),unknown)
+
+$(MADE_WITH):
+	@test -n "$(PYTHON_VERSION)" || { echo "No Python at PYTHON=$(PYTHON). Name one that exists, e.g. make lab PYTHON=python3.11"; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "The course needs Python 3.11 or newer; this is " + sys.version.split()[0] + ". Run: make PYTHON=python3.11 ...")'
-	$(PYTHON) -m venv $(VENV)
+	@if [ -d $(VENV) ]; then echo "$(VENV) was made by another Python (or before it said which); making it again with $(PYTHON) ($(PYTHON_VERSION))"; fi
+	$(PYTHON) -m venv --clear $(VENV)
+	@touch $@
+
+$(BIN)/.installed: $(MADE_WITH) requirements.txt requirements-nodeps.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt -e ".[course]"
 	@# keras-hub without the dependencies it declares but the course never uses (see the file)

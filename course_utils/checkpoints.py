@@ -24,6 +24,8 @@ import zipfile
 from pathlib import Path
 
 from course_utils.devices import scope_for
+from course_utils.keras_internals import layout_map_of
+from course_utils.layout import require_valid_keys
 
 _PARTIAL = ".partial.keras"  # the name of an unfinished save ends so (Keras insists on ".keras")
 _MEMBERS = ("config.json", "model.weights.h5")
@@ -51,7 +53,10 @@ def save_checkpoint(model, path) -> Path:
         >>> save_checkpoint(model, "checkpoints/mlp.keras")
         PosixPath('checkpoints/mlp.keras')
     """
-    path = Path(path)
+    path = _target(path, "save_checkpoint(model, path)")
+    if not hasattr(model, "save"):
+        raise TypeError(f"save_checkpoint(model, path) saves a Keras model. Received: model={_shown(model)} "
+                        f"({type(model).__name__}).")
     if path.suffix != ".keras":
         raise ValueError(f"Keras saves whole models to files ending in .keras. Received: path='{path}'. "
                          f"Use for example '{path.with_suffix('.keras').name}'.")
@@ -70,13 +75,16 @@ def save_checkpoint(model, path) -> Path:
     return path
 
 
-def load_checkpoint(path, distribution=None):
+def load_checkpoint(path, distribution=None, *, custom_objects=None):
     """Loads a saved model, laying its variables out under `distribution`.
 
     Args:
         path: A `.keras` file written by `save_checkpoint` or `model.save`.
         distribution: The distribution to restore under; None restores on
             the first device of the course.
+        custom_objects: Your own layers or functions the model uses that were
+            not registered with `keras.saving.register_keras_serializable`,
+            as `{"MyLayer": MyLayer}` (Keras's own argument).
 
     Returns:
         The restored Keras model, its variables laid out by `distribution`.
@@ -92,16 +100,29 @@ def load_checkpoint(path, distribution=None):
     """
     import keras
 
-    path = Path(path)
+    path = _target(path, "load_checkpoint(path, distribution)")
+    if distribution is not None and not hasattr(distribution, "get_variable_layout"):
+        raise TypeError(
+            f"load_checkpoint(path, distribution) restores under a keras.distribution.DataParallel or ModelParallel "
+            f"(or None: one device). Received: distribution={_shown(distribution)} ({type(distribution).__name__}). "
+            f"Build one first, e.g. DataParallel(devices=...) or ModelParallel(layout_map=..., batch_dim_name='data').")
     if not path.is_file():
-        what = "a folder" if path.is_dir() else "nothing"
-        raise FileNotFoundError(f"No checkpoint at '{path}': {what} is there. "
+        raise FileNotFoundError(f"No checkpoint at '{path}': {_what_is_at(path)}. "
                                 f"Save one first with save_checkpoint(model, '{path}').")
     _check_archive(path)
+    require_valid_keys(layout_map_of(distribution), f"Restoring '{path}'")
     try:
         with scope_for(distribution):
-            return keras.models.load_model(path)
+            return keras.models.load_model(path, custom_objects=custom_objects)
     except Exception as error:
+        unknown = _unknown_classes(path, custom_objects)
+        if unknown:
+            key, name = unknown[0]
+            raise CheckpointError(
+                f"The checkpoint '{path}' uses {', '.join(repr(n) for _, n in unknown)}, which Keras does not know in "
+                f"this Python session. Define (or import) it before loading, decorated with "
+                f"@keras.saving.register_keras_serializable(), or pass "
+                f"load_checkpoint(path, distribution, custom_objects={{{key!r}: {name}}}).") from error
         problems = _indivisible_weights(path, distribution) if distribution is not None else []
         if problems:
             raise CheckpointError(
@@ -142,6 +163,71 @@ def _check_archive(path: Path) -> None:
     if bad is not None:
         raise CheckpointError(f"The checkpoint '{path}' is corrupt: its member '{bad}' fails its checksum "
                               f"(the bytes changed after saving). Save the model again.")
+    _config(path)
+
+
+def _config(path: Path) -> dict:
+    """The model's config saved in the checkpoint; CheckpointError naming the file when it is not JSON."""
+    with zipfile.ZipFile(path) as archive:
+        text = archive.read("config.json")
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CheckpointError(
+            f"The checkpoint '{path}' holds a config.json that is not valid JSON ({error}): it was edited or "
+            f"damaged after saving. Save the model again with save_checkpoint.") from None
+
+
+def _unknown_classes(path: Path, custom_objects) -> list[tuple[str, str]]:
+    """(registered name, class name) of each class in the checkpoint's config that Keras cannot find."""
+    import keras
+
+    names = []
+    given = set(custom_objects or {})
+
+    def visit(node):
+        if isinstance(node, dict):
+            name, module = node.get("class_name"), node.get("module")
+            registered = node.get("registered_name") or name
+            if isinstance(name, str) and "config" in node:
+                known = (registered in keras.saving.get_custom_objects() or {name, registered} & given
+                         or (isinstance(module, str) and module.split(".")[0] == "keras"))
+                if not known and (registered, name) not in names:
+                    names.append((registered, name))
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(_config(path))
+    return names
+
+
+def _target(path, call: str) -> Path:
+    """The file a checkpoint path names: `~` expanded, a symbolic link followed to its target."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{call}: path must be a file path such as 'checkpoints/model.keras'. Received: "
+                        f"{_shown(path)} ({type(path).__name__}). Check the order of the arguments.")
+    path = Path(path).expanduser()
+    return path.resolve() if path.is_symlink() else path  # save over the link's target, keep the link
+
+
+def _what_is_at(path: Path) -> str:
+    import stat
+
+    if not os.path.lexists(path):
+        return "nothing is there"
+    mode = path.stat().st_mode if path.exists() else 0
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+    what = next((what for test, what in kinds if test(mode)), "a broken symbolic link")
+    return f"it is {what}, not a file"
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _indivisible_weights(path: Path, distribution) -> list[str]:
@@ -156,8 +242,7 @@ def _indivisible_weights(path: Path, distribution) -> list[str]:
 
     from course_utils.placements import layout_errors
 
-    with zipfile.ZipFile(path) as archive:
-        config = json.loads(archive.read("config.json"))
+    config = _config(path)
     try:
         with scope_for(None):
             model = keras.saving.deserialize_keras_object(config)

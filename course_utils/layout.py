@@ -7,6 +7,7 @@ Which rule a variable matched is Keras's answer (`LayoutMap` lookup and
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from course_utils._table import Table
@@ -28,8 +29,48 @@ def make_layout_map(mesh, rules: dict[str, tuple]):
 
     layout_map = LayoutMap(mesh)
     for key, axes in rules.items():
+        if isinstance(axes, str) or not hasattr(axes, "__iter__"):
+            raise TypeError(
+                f"The axes of rule {key!r} must be a tuple with one entry per dimension of the variable "
+                f"(a mesh axis name or None). Received: {axes!r} ({type(axes).__name__}). Write for example "
+                f"({axes!r},) to split the first dimension, or (None, {axes!r}) for a kernel's columns.")
         layout_map[key] = tuple(axes)
     return layout_map
+
+
+def require_valid_keys(layout_map, what: str) -> None:
+    """Raises ValueError naming the first key of `layout_map` that is not a regular expression Keras can use.
+
+    Keras's lookup compiles every key for every path it looks up, so one bad key
+    fails every lookup with a bare `re.error` that names no key.
+    """
+    if layout_map is None:
+        return
+    for key in layout_map:
+        try:
+            re.compile(key)
+        except (re.error, TypeError) as error:
+            raise ValueError(
+                f"{what} cannot look up layouts: the LayoutMap key {key!r} is not a regular expression "
+                f"({type(error).__name__}: {error}). Escape special characters (re.escape) or fix the "
+                f"pattern; check_layout_map(layout_map, model) lists every problem of a map.") from None
+
+
+def outside_the_mesh(variables, distribution) -> list[str]:
+    """Paths of the variables whose arrays live on devices outside `distribution`'s mesh.
+
+    That happens to a model built outside `distribution.scope()`: its arrays sit
+    on one device while the distribution plans them over the whole mesh.
+    """
+    if distribution is None:
+        return []
+    mesh_devices = {d.id for d in distribution.device_mesh.backend_mesh.devices.flat}
+    found = []
+    for variable in variables:
+        sharding = getattr(getattr(variable, "value", None), "sharding", None)
+        if sharding is not None and {d.id for d in sharding.device_set} != mesh_devices:
+            found.append(variable.path)
+    return found
 
 
 @dataclass(frozen=True)
@@ -125,6 +166,7 @@ def layout_rows(model, distribution, *, optimizer_variables=(), compare_arrays: 
     import jax
 
     layout_map = layout_map_of(distribution)
+    require_valid_keys(layout_map, "Laying out the model")
     owners = optimizer_owners(optimizer_variables, model.trainable_variables)
     weights = {v.path: v for v in model.trainable_variables}
     rows = []

@@ -13,13 +13,14 @@ Activations are not counted here.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from dataclasses import dataclass
 
 from course_utils._table import Table
 from course_utils.devices import scope_for
 from course_utils.keras_internals import forget_deferred
-from course_utils.layout import layout_rows
+from course_utils.layout import layout_rows, outside_the_mesh
 from course_utils.mesh import describe_distribution
 from course_utils.placements import placement
 
@@ -82,8 +83,17 @@ def memory_report(model, distribution=None) -> MemoryReport:
         with scope_for(distribution):
             optimizer.build(model.trainable_variables)
     real = lambda variables: [placement(v) for v in variables]
+    title = f"{model.name} under {describe_distribution(distribution)}: bytes per device"
+    outside = outside_the_mesh(model.weights, distribution)
+    if outside:
+        warning = (f"{len(outside)} of {len(model.weights)} weights (first: '{outside[0]}') live outside the "
+                   f"distribution's mesh: the model was built outside distribution.scope(). The rows show where "
+                   f"the arrays really are, not what the distribution plans; build the model inside "
+                   f"`with distribution.scope():` (planned_memory(model, distribution) gives the plan).")
+        warnings.warn(warning, stacklevel=2)
+        title += f" - NOT laid out by it: {warning}"
     return training_memory_of(real(model.weights), real(model.trainable_variables), real(optimizer.variables),
-                              title=f"{model.name} under {describe_distribution(distribution)}: bytes per device")
+                              title=title)
 
 
 def planned_memory(model, distribution, *, optimizer=None) -> MemoryReport:

@@ -136,7 +136,7 @@ class LessonRuns:
         """One line per lesson run this session: its seconds and its kernel's peak memory."""
         lines = []
         for (stem, solved), future in sorted(self._futures.items()):
-            if future.done() and not future.exception():
+            if future.done() and not future.cancelled() and not future.exception():
                 run = future.result()
                 lines.append(f"{stem:28} {'solved' if solved else 'learner':8} {run.seconds:6.1f} s "
                              f"{run.peak_rss_mb:6.0f} MB")
@@ -164,6 +164,7 @@ def pytest_configure(config):
                                        "('learner', 'solved'); such tests run last, their runs start first")
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected: no run starts for a test that will not run
 def pytest_collection_modifyitems(session, config, items):
     """Tests that read lesson runs go last, and the runs they need are noted for `_start_lesson_runs`.
 

@@ -167,6 +167,89 @@ def test_a_weight_the_mesh_cannot_divide_is_named(trained, tmp_path):
     assert "d1" not in message  # only the variable that does not divide
 
 
+def test_a_symbolic_link_is_followed_and_kept(trained, tmp_path):
+    target = save_checkpoint(trained, tmp_path / "real.keras")
+    old = target.read_bytes()
+    (tmp_path / "link.keras").symlink_to(target)
+    trained.get_layer("d2").bias.assign(trained.get_layer("d2").bias.value + 1.0)
+    try:
+        assert save_checkpoint(trained, tmp_path / "link.keras") == target
+    finally:
+        trained.get_layer("d2").bias.assign(trained.get_layer("d2").bias.value - 1.0)
+    assert (tmp_path / "link.keras").is_symlink()  # it used to be replaced by a file, the target left old
+    assert target.read_bytes() != old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.keras", "real.keras"]
+
+
+def test_a_home_folder_path_is_expanded(trained, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    written = save_checkpoint(trained, "~/saved/mlp.keras")
+    assert written == tmp_path / "saved" / "mlp.keras" and written.is_file()
+    assert not Path("~").exists()  # no folder named '~' in the working directory
+    assert compare_weights(trained, load_checkpoint("~/saved/mlp.keras")).equivalent
+
+
+def test_arguments_in_the_wrong_order_or_of_the_wrong_kind(trained, tmp_path):
+    path = save_checkpoint(trained, tmp_path / "mlp.keras")
+    with pytest.raises(TypeError, match=r"path must be a file path .* Received: <Sequential.*Check the order"):
+        load_checkpoint(trained, "dp")
+    with pytest.raises(TypeError, match=r"Received: distribution='dp' \(str\)\. Build one first"):
+        load_checkpoint(path, "dp")
+    with pytest.raises(TypeError, match=r"saves a Keras model. Received: model='mlp.keras' \(str\)"):
+        save_checkpoint("mlp.keras", path)
+
+
+def test_what_is_there_instead_of_a_file_is_named(tmp_path):
+    os.mkfifo(tmp_path / "pipe.keras")
+    with pytest.raises(FileNotFoundError, match=r"'.*pipe.keras': it is a named pipe \(FIFO\), not a file"):
+        load_checkpoint(tmp_path / "pipe.keras")
+    (tmp_path / "folder.keras").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"'.*folder.keras': it is a folder, not a file"):
+        load_checkpoint(tmp_path / "folder.keras")
+
+
+def _rewrite(source: Path, target: Path, member: str, change) -> None:
+    with zipfile.ZipFile(source) as archive, zipfile.ZipFile(target, "w") as out:
+        for name in archive.namelist():
+            data = archive.read(name)
+            out.writestr(name, change(data) if name == member else data)
+
+
+@pytest.mark.parametrize("under", [None, "model parallel"])
+def test_a_damaged_config_is_named(trained, tmp_path, under):
+    _rewrite(save_checkpoint(trained, tmp_path / "good.keras"), tmp_path / "bad.keras", "config.json",
+             lambda data: data[:40])
+    with pytest.raises(CheckpointError, match=r"'.*bad.keras' holds a config.json that is not valid JSON"):
+        load_checkpoint(tmp_path / "bad.keras", model_parallel() if under else None)
+
+
+@keras.saving.register_keras_serializable(package="course_tests")
+class Doubler(keras.layers.Layer):
+    def call(self, x):
+        return 2 * x
+
+
+def test_a_layer_keras_does_not_know_is_named_with_the_fix(tmp_path, monkeypatch):
+    model = keras.Sequential([keras.Input((4,)), Doubler(name="doubler")], name="custom")
+    path = save_checkpoint(model, tmp_path / "custom.keras")
+    from keras.src.saving import object_registration
+
+    monkeypatch.setattr(object_registration, "GLOBAL_CUSTOM_OBJECTS", {})  # as in a session that never defined it
+    with pytest.raises(CheckpointError, match=r"uses 'Doubler', which Keras does not know.*"
+                                              r"custom_objects=\{'course_tests>Doubler': Doubler\}"):
+        load_checkpoint(path)
+    restored = load_checkpoint(path, custom_objects={"course_tests>Doubler": Doubler})  # the fix it names works
+    assert float(restored(np.ones((1, 4), "float32"))[0, 0]) == 2.0
+
+
+def test_a_key_that_is_not_a_regular_expression_is_named_on_load(trained, tmp_path):
+    path = save_checkpoint(trained, tmp_path / "mlp.keras")
+    layout_map = distribution.LayoutMap(make_mesh((2, 4), ("data", "model")))
+    layout_map["d1/kernel("] = (None, "model")
+    with pytest.raises(ValueError, match=r"the LayoutMap key 'd1/kernel\(' is not a regular expression"):
+        load_checkpoint(path, distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data"))
+
+
 @pytest.mark.lesson_runs("learner", "solved")
 @pytest.mark.parametrize("solved", [False, True], ids=["as a learner finds it", "solved"])
 def test_lesson_07_leaves_nothing_in_the_temporary_folder(lesson_runs, solved):

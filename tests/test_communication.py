@@ -154,3 +154,13 @@ def test_the_reading_compile_has_the_collectives_of_xla_s_full_compile():
                                      ("data", "model"), (2, 4)) for options in (READING_COMPILE, None))
     key = lambda c: (c.kind, c.axes)
     assert sorted(quick, key=key) == sorted(full, key=key) and any(c.axes == ("model",) for c in full)
+
+
+def test_a_model_built_outside_the_scope_is_refused_with_the_fix():
+    layout_map = make_layout_map(make_mesh((2, 4), ("data", "model")), models.mlp_rules())
+    mp = distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+    model = models.mlp(inputs=16, hidden=32, classes=4)  # outside mp.scope()
+    model.compile(optimizer="adam", loss="mse")
+    with pytest.raises(ValueError, match=r"4 of the model's 4 variables \(first: 'mlp/d1/kernel'\) live outside "
+                                         r"its mesh \(2, 4\).*inside `with distribution.scope\(\):`"):
+        communication_report(model, mp, (32, 16))  # once JAX's 'incompatible devices ... state[2][2]'

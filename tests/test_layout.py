@@ -61,5 +61,21 @@ def test_explain_layout_without_a_distribution_says_what_to_pass(mlp):
         explain_layout(mlp(), None)
 
 
+def test_rules_whose_axes_are_a_bare_string_get_the_fix(mesh):
+    from course_utils import make_layout_map
+
+    with pytest.raises(TypeError, match=r"axes of rule 'd1/kernel' must be a tuple.*Received: 'model' \(str\)"
+                                        r".*\('model',\).*\(None, 'model'\)"):
+        make_layout_map(mesh, {"d1/kernel": "model"})  # once read as the axes 'm', 'o', 'd', 'e', 'l'
+
+
+def test_a_key_that_is_not_a_regular_expression_is_named(mesh, mlp):
+    layout_map = distribution.LayoutMap(mesh)
+    layout_map["d1/kernel("] = (None, "model")
+    dist = distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+    with pytest.raises(ValueError, match=r"the LayoutMap key 'd1/kernel\(' is not a regular expression"):
+        explain_layout(mlp(), dist)  # once a bare re.error that named no key
+
+
 # Property: check_layout_map finds a problem (other than an unused key, which breaks nothing) exactly
 # when Keras and JAX refuse to build and call the model under the map.

@@ -70,3 +70,15 @@ def test_planned_from_layout_rows_equals_the_real_shards_with_adams_slots_on_the
     assert slots["mlp_d1_kernel_momentum"] == "follows mlp/d1/kernel"
     assert slots["iteration"] == "replicated: no rule matched"
     assert all(r.as_planned for r in rows)
+
+
+def test_a_model_built_outside_the_scope_is_said_to_be_so():
+    mp = megatron((2, 4))
+    outside = build()  # not under mp.scope(): every array sits whole on one device
+    with pytest.warns(UserWarning, match=r"4 of 4 weights \(first: 'mlp/d1/kernel'\) live outside"):
+        report = memory_report(outside, mp)
+    assert "NOT laid out by it" in report.title and "build the model inside" in report.title
+    assert [r.device for r in report.rows] == ["cpu:0"]  # where the arrays really are
+    with mp.scope():
+        inside = build()
+    assert "NOT" not in memory_report(inside, mp).title

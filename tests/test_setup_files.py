@@ -66,3 +66,37 @@ def test_live_slides_extension_is_enabled_in_jupyterlab():
     lines = (listed.stdout + listed.stderr).splitlines()
     rise = [line for line in lines if "jupyterlab-rise" in line]
     assert rise and "enabled" in rise[0] and "OK" in rise[0], "\n".join(lines)
+
+
+def _planned(venv: Path, python: str) -> str:
+    """What `make lab` would run (make -n) with this environment folder and interpreter."""
+    import subprocess
+
+    run = subprocess.run(["make", "-n", "lab", f"VENV={venv}", f"PYTHON={python}"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    return run.stdout + run.stderr
+
+
+def test_naming_another_python_makes_the_environment_again(tmp_path):
+    import stat
+    import sys
+
+    version = "%d.%d.%d" % sys.version_info[:3]
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / f".made-with-python-{version}").touch()
+    (venv / "bin" / ".installed").touch()
+    assert "-m venv" not in _planned(venv, sys.executable)  # the same interpreter: the environment is kept
+    other = tmp_path / "python3.99"
+    other.write_text("#!/bin/sh\necho 3.99.0\n")
+    other.chmod(other.stat().st_mode | stat.S_IEXEC)
+    planned = _planned(venv, str(other))
+    assert f"{other} -m venv --clear {venv}" in planned  # once kept the old interpreter without a word
+    assert "making it again with" in planned
+
+
+def test_the_package_license_is_an_spdx_string():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert re.search(r'^license = "Apache-2.0"$', text, re.M)  # the table form stops building in 2027
+    assert re.search(r'requires = \["setuptools>=(\d+)"\]', text) and int(
+        re.search(r'setuptools>=(\d+)', text).group(1)) >= 77

@@ -112,12 +112,45 @@ def check_backend(python: Sequence[str] = (sys.executable,), env: dict[str, str]
                    f"run `{_SET_BACKEND}` in the course's environment (make lab does it)")
 
 
+_START_JAX = "from course_utils.devices import setup_devices; print('setup=' + repr(setup_devices({n})))"
+
+
+def check_jax_starts(n: int = 8, python: Sequence[str] = (sys.executable,)) -> Finding | None:
+    """None when JAX starts its devices in a fresh process of this environment; else what stopped it.
+
+    Tried in a separate process first: an unknown flag in XLA_FLAGS ends the
+    process that starts JAX (XLA aborts, nothing to catch), and a platform
+    named in JAX_PLATFORMS that this machine lacks raises deep inside JAX.
+    """
+    try:
+        run = subprocess.run([*python, "-c", _START_JAX.format(n=n)], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return Finding("devices", "starting JAX did not finish in 300 s", "run `make doctor` again; restart the machine")
+    if run.returncode == 0 and "setup=" in run.stdout:
+        return None
+    lines = [line.strip() for line in run.stderr.splitlines() if line.strip()]
+    last = next((line for line in reversed(lines) if "Error" in line or "flag" in line),
+                lines[-1] if lines else f"exit status {run.returncode}")
+    if "XLA_FLAGS" in last:
+        fix = (f"remove the flag it names from XLA_FLAGS (now {os.environ.get('XLA_FLAGS', '')!r}), "
+               f"or unset XLA_FLAGS: the course sets the flags it needs itself")
+    elif os.environ.get("JAX_PLATFORMS"):
+        fix = (f"unset JAX_PLATFORMS (now {os.environ['JAX_PLATFORMS']!r}): the course picks its devices itself; "
+               f"COURSE_PLATFORM=cpu forces simulated devices, COURSE_PLATFORM=gpu insists on GPUs")
+    else:
+        fix = "see the message; COURSE_PLATFORM=cpu always works"
+    return Finding("devices", f"JAX cannot start: {last[:300]}", fix)
+
+
 def check_devices(n: int = 8) -> tuple[Finding, object]:
     from course_utils.devices import DeviceSetupError, setup_devices
 
+    stopped = check_jax_starts(n)
+    if stopped is not None:
+        return stopped, None
     try:
         setup = setup_devices(n)
-    except (DeviceSetupError, ValueError) as error:
+    except (DeviceSetupError, ValueError, RuntimeError) as error:
         return Finding("devices", str(error), "see the message above; COURSE_PLATFORM=cpu always works"), None
     import jax
 

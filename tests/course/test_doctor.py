@@ -31,6 +31,21 @@ def test_a_forced_missing_gpu_is_a_problem_with_a_fix():
     assert "[NO ] devices" in result.stdout and "fix:" in result.stdout and "1 problem(s)" in result.stdout
 
 
+def test_a_platform_jax_cannot_start_is_a_finding_not_a_traceback():
+    result = run_doctor(JAX_PLATFORMS="gpu", COURSE_PLATFORM="")  # on a machine without GPUs
+    assert result.returncode == 1 and "Traceback" not in result.stdout + result.stderr
+    assert "[NO ] devices: JAX cannot start: RuntimeError: Unable to initialize backend" in result.stdout
+    assert "fix: unset JAX_PLATFORMS (now 'gpu')" in result.stdout and "[ok ] free memory" in result.stdout
+
+
+def test_an_unknown_xla_flag_is_a_finding_and_the_report_goes_on():
+    result = run_doctor(XLA_FLAGS="--xla_no_such_flag=1", COURSE_PLATFORM="cpu")
+    assert result.returncode == 1  # XLA ends the process that meets the flag: the doctor meets it in a child
+    assert "[NO ] devices: JAX cannot start:" in result.stdout and "Unknown flag in XLA_FLAGS" in result.stdout
+    assert "fix: remove the flag it names from XLA_FLAGS" in result.stdout
+    assert result.stdout.rstrip().endswith("1 problem(s) to fix (see fix: lines).")
+
+
 def test_another_keras_backend_is_a_problem_with_a_fix():
     result = run_doctor(KERAS_BACKEND="torch")
     assert result.returncode == 1

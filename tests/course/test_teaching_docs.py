@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIABLES = {"$(PYTHON)": "python", "$(VENV)": ".venv", "$(BIN)": ".venv/bin"}
-DROPPED = {"--quiet", "$(ROOT_FLAG)", "--port=$(PORT)"}
+DROPPED = {"--quiet", "$(ROOT_FLAG)", "--port=$(PORT)", "--clear"}  # --clear: make a new .venv over an old one
 
 
 def recipe(target: str) -> list[str]:
@@ -64,7 +64,8 @@ def test_both_shells_are_documented():
 @pytest.mark.parametrize("language,marker,commands", BLOCKS, ids=[f"{b[0]}-{b[1].split()[3]}" for b in BLOCKS])
 def test_documented_commands_are_the_makefiles(language, marker, commands):
     target = marker.split()[3]
-    expected = (recipe("$(BIN)/.installed") if "sets up .venv" in marker else []) + recipe(target)
+    set_up = recipe("$(MADE_WITH)") + recipe("$(BIN)/.installed")
+    expected = (set_up if "sets up .venv" in marker else []) + recipe(target)
     assert [normal(c) for c in commands] == [normal(c) for c in expected]
 
 
