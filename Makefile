@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8888
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test bench doctor slides course publish student answer-key handout nbgrader clean
+.PHONY: lab test bench doctor slides course publish student student-branch answer-key handout nbgrader clean
 
 # The environment remembers which interpreter made it: naming another one (make lab PYTHON=python3.12)
 # makes the environment again with it instead of quietly keeping the old one.
@@ -79,6 +79,11 @@ publish: $(BIN)/.slides-installed
 # handout, an nbgrader course directory. The answer key and the handout print PDFs with Chromium.
 student: $(BIN)/.installed
 	$(BIN)/python -m course_utils.course.builds student --out _build/student
+
+# The git branch `student`: the committed lessons without solutions or teacher's notes, for Binder
+# (docs/TEACHING.md); the working tree is left as it is.
+student-branch: $(BIN)/.installed
+	$(BIN)/python -m course_utils.course.builds student-branch
 
 answer-key: $(BIN)/.installed
 	$(BIN)/python -m course_utils.course.builds answer-key --out _build/answer-key

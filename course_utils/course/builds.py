@@ -4,9 +4,11 @@
     python -m course_utils.course.builds answer-key   # _build/answer-key: every exercise, solved and checked
     python -m course_utils.course.builds handout      # _build/handout: the one-page handout
     python -m course_utils.course.builds nbgrader     # _build/nbgrader: an nbgrader course directory
+    python -m course_utils.course.builds student-branch   # the git branch `student`, for Binder
+    python -m course_utils.course.builds grade lesson03   # grade what students handed in (nbgrader)
 
 The command line only: the builds themselves live in `transforms` (student),
-`answer_key`, `handout` and `grading` (nbgrader).
+`student_branch`, `answer_key`, `handout` and `grading` (nbgrader).
 """
 
 from __future__ import annotations
@@ -18,17 +20,25 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("build", choices=("student", "answer-key", "handout", "nbgrader"))
+    parser.add_argument("build", choices=("student", "student-branch", "answer-key", "handout", "nbgrader", "grade"))
+    parser.add_argument("assignment", nargs="?", help="with grade: the assignment, e.g. lesson03")
     parser.add_argument("--notebooks", default="notebooks")
-    parser.add_argument("--out", help="output folder (default: _build/<build>)")
+    parser.add_argument("--out", help="output folder (default: _build/<build>; grade reads _build/nbgrader)")
     parser.add_argument("--no-pdf", action="store_true", help="HTML only (no Chromium needed)")
     args = parser.parse_args(argv)
-    out = Path(args.out or Path("_build") / args.build)
+    out = Path(args.out or Path("_build") / ("nbgrader" if args.build == "grade" else args.build))
     if args.build == "student":
         from course_utils.course.transforms import build_student
 
         for path in build_student(args.notebooks, out):
             print(path)
+    elif args.build == "student-branch":
+        from course_utils.course.links import binder_url
+        from course_utils.course.student_branch import write_student_branch
+
+        written = write_student_branch(".")
+        print(written)
+        print(f"Publish it with `git push origin {written.branch}`; students then launch\n  {binder_url(written.branch)}")
     elif args.build == "answer-key":
         from course_utils.course.answer_key import build_answer_key
 
@@ -40,11 +50,27 @@ def main(argv: list[str] | None = None) -> int:
 
         for path in build_handout(out, notebooks=args.notebooks, pdf=not args.no_pdf):
             print(path)
+    elif args.build == "grade":
+        return _grade(out, args.assignment, parser)
     else:
         from course_utils.course.grading import build_course
 
         print(build_course(args.notebooks, out))
     return 0
+
+
+def _grade(root: Path, assignment: str | None, parser) -> int:
+    from course_utils.course.grading import grade
+
+    if not assignment:
+        parser.error("grade needs the assignment, e.g. `grade lesson03 --out _build/nbgrader`")
+    submissions, grades, left_out = grade(root, assignment)
+    for submission in submissions:
+        print(submission)
+    refused = [s for s in submissions if s.status == "refused"]
+    print(f"{grades}: {len(submissions) - len(refused)} graded, {len(refused)} refused"
+          + (f"; no submissions (left out): {', '.join(left_out)}" if left_out else ""))
+    return 1 if refused else 0
 
 
 if __name__ == "__main__":

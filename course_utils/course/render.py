@@ -98,6 +98,24 @@ def deck_slides(notebook) -> int:
     return 1 + starts if notebook.cells else 0
 
 
+def deck_outline(notebook) -> list[str]:
+    """Each slide's title, in deck order (slide 1 first): its first heading, else the start of its
+    first text, else "(code and output)". The teacher's guide names slides by these numbers and titles."""
+    titles: list[str | None] = []
+    texts: list[str | None] = []
+    for i, cell in enumerate(notebook.cells):
+        if i == 0 or slide_type(cell) in ("slide", "subslide"):
+            titles.append(None)
+            texts.append(None)
+        if slide_type(cell) in ("notes", "skip") or cell.cell_type != "markdown":
+            continue
+        lines = [line.strip() for line in cell.source.splitlines() if line.strip()]
+        heading = next((line.lstrip("#").strip() for line in lines if line.startswith("#")), None)
+        titles[-1] = titles[-1] or heading
+        texts[-1] = texts[-1] or (" ".join(lines[0].split()[:6]) if lines else None)
+    return [re.sub(r"[*`]", "", title or text or "(code and output)") for title, text in zip(titles, texts)]
+
+
 def write_page(notebook, path: Path) -> None:
     from nbconvert import HTMLExporter
 

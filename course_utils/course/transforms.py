@@ -78,12 +78,30 @@ def teacher_only(cell) -> bool:
     return found is not None
 
 
+_SELF_STUDY = re.compile(r"<!-- self-study -->.*?<!-- /self-study -->", re.S)
+_STUDENT = re.compile(r"<!-- student: (.*?) -->", re.S)
+
+
+def student_text(markdown: str) -> str:
+    """Markdown as the student copy reads it.
+
+    A lesson marks what is true only of the self-study copy (that solutions sit below each exercise)
+    as `<!-- self-study -->...<!-- /self-study -->`: the student copy leaves it out. Text only the
+    student copy shows is written `<!-- student: ... -->`, a comment the self-study copy does not render.
+    """
+    return _STUDENT.sub(lambda found: found.group(1), _SELF_STUDY.sub("", markdown))
+
+
 def student_notebook(notebook):
-    """A copy of a lesson without solutions: every worked solution and teacher's note removed."""
+    """A copy of a lesson without solutions: every worked solution and teacher's note removed,
+    and the text that speaks of them as the student copy reads it (`student_text`)."""
     copy = nbformat.from_dict(json.loads(json.dumps(notebook)))
     for i in exercise_cells(copy):
         solution_for(copy, i)  # raises when the cell after an exercise is not its solution
     copy.cells = [cell for cell in copy.cells if not teacher_only(cell)]
+    for cell in copy.cells:
+        if cell.cell_type == "markdown":
+            cell.source = student_text(cell.source)
     return copy
 
 

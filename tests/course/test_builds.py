@@ -40,6 +40,24 @@ def test_a_student_notebook_has_no_solution_text(path):
     assert all("..." in student.cells[i].source for i in exercise_cells(student))
 
 
+@pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
+def test_a_student_notebook_never_speaks_of_solutions_it_does_not_hold(path):
+    student = student_notebook(nbformat.read(path, as_version=4))
+    text = "\n".join(cell.source for cell in student.cells if cell.cell_type == "markdown")
+    assert re.findall(r"[^.\n]*\b[Ss]olutions?\b[^.\n]*", text) == [] or path.stem == "00_start_here"
+    if path.stem == "00_start_here":
+        assert re.findall(r"[^.\n]*\b[Ss]olutions?\b[^.\n]*", text) == [
+            "In this copy of the course the worked solutions are with your teacher: the checker's hints are yours"]
+    assert "<!--" not in text  # no marker is left for a student to read in the cell's source
+
+
+def test_student_text_leaves_out_self_study_passages_and_shows_the_students():
+    from course_utils.course.transforms import student_text
+
+    source = "Try it.<!-- self-study --> The solution is below.<!-- /self-study -->\n<!-- student: Ask your teacher. -->"
+    assert student_text(source) == "Try it.\nAsk your teacher."
+
+
 def test_the_student_build_writes_every_lesson(tmp_path):
     written = build_student(ROOT / "notebooks", tmp_path)
     assert [p.name for p in written] == [p.name for p in LESSONS]
@@ -75,3 +93,40 @@ def test_the_answer_key_holds_every_exercise_with_the_checkers_verdict(tmp_path,
         assert "check(" in entry.solution
     assert len(re.findall(r'<section class="exercise">', page)) == len(expected)
     assert pdf_pages(tmp_path / "answer_key.pdf") >= 1
+
+
+def _git(repo, *args):
+    import subprocess
+
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_the_student_branch_holds_the_student_lessons_and_leaves_the_work_tree_alone(tmp_path):
+    import shutil
+
+    from course_utils.course.student_branch import write_student_branch
+
+    repo = tmp_path / "course"
+    (repo / "notebooks").mkdir(parents=True)
+    for path in LESSONS[:2]:
+        shutil.copy(path, repo / "notebooks" / path.name)
+    (repo / "README.md").write_text("the course\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=T", "-c", "user.email=t@x", "commit", "-qm", "lessons")
+    (repo / "README.md").write_text("an edit not committed\n")  # must survive
+    first = write_student_branch(repo)
+    assert first.changed and first.lessons == ("notebooks/00_start_here.ipynb", "notebooks/01_mesh_grids.ipynb")
+    assert _git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert (repo / "README.md").read_text() == "an edit not committed\n"
+    assert _git(repo, "status", "--porcelain") == "M README.md"
+    on_branch = nbformat.reads(_git(repo, "show", "student:notebooks/01_mesh_grids.ipynb"), as_version=4)
+    expected = student_notebook(nbformat.read(LESSONS[1], as_version=4))
+    assert [c.source for c in on_branch.cells] == [c.source for c in expected.cells]
+    assert _git(repo, "show", "student:README.md") == "the course"  # every other file as committed
+    again = write_student_branch(repo)
+    assert not again.changed and again.commit == first.commit  # nothing changed: no new commit
+    (repo / "README.md").write_text("the course, second edition\n")
+    _git(repo, "-c", "user.name=T", "-c", "user.email=t@x", "commit", "-qam", "edit")
+    third = write_student_branch(repo)
+    assert third.changed and _git(repo, "rev-parse", f"{third.commit}^") == first.commit  # on top of the branch

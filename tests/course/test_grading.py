@@ -21,8 +21,8 @@ LESSON = ROOT / "notebooks" / "01_mesh_grids.ipynb"
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    return build_course(ROOT / "notebooks", tmp_path_factory.mktemp("nbgrader") / "course", only=("01",))
+def course(tmp_path_factory):  # lesson 02 is released too, and nobody hands it in
+    return build_course(ROOT / "notebooks", tmp_path_factory.mktemp("nbgrader") / "course", only=("01", "02"))
 
 
 def _cells(path):
@@ -54,26 +54,64 @@ def test_the_release_holds_the_blanks_and_no_solution(course):
     assert "BEGIN SOLUTION" not in text and "Teacher's notes" not in text
 
 
-def _submit(course, student, notebook):
-    submitted = course / "submitted" / student / "lesson01" / LESSON.name
+def _submit(course, student, notebook, name=LESSON.name):
+    submitted = course / "submitted" / student / "lesson01" / name
     submitted.parent.mkdir(parents=True)
     nbformat.write(notebook, submitted)
+    return submitted
+
+
+def _answered(notebook, answers: dict[str, str]):
+    """The lesson as a student runs it, with the exercise cells of `answers` (exercise id -> source) filled in."""
+    from course_utils.course.transforms import exercise_cell
+
+    for i in exercise_cells(notebook):
+        exercise = exercise_cell(notebook.cells[i].source).exercise
+        if exercise in answers:
+            notebook.cells[i].source = answers[exercise]
+    return notebook
 
 
 def test_autograde_scores_known_submissions(course):
+    from course_utils.course.grading import grade
+    from course_utils.course.transforms import student_notebook
+
     lesson = nbformat.read(LESSON, as_version=4)
     first, _, _ = exercise_cells(lesson)
-    answers = {
-        "answer_01_1": solution_for(lesson, first),  # right: the lesson's own solution
-        "answer_01_2": 'mesh_4x2 = distribution.DeviceMesh((2, 4), ("data", "model"), distribution.list_devices())',
-    }  # 01.2 wrong (2 x 4, not 4 x 2); 01.3 left as released: `answer = ...`
+    right = solution_for(lesson, first)  # 01.1 right: the lesson's own solution
+    wrong = 'mesh_4x2 = distribution.DeviceMesh((2, 4), ("data", "model"), distribution.list_devices())\n' \
+            'check("01.2", mesh_4x2)'  # 01.2 wrong (2 x 4, not 4 x 2); 01.3 left as given: `answer = ...`
     ada = nbformat.read(course / "release" / "lesson01" / LESSON.name, as_version=4)
     for cell in ada.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade_id in answers:
-            cell.source = answers[grade_id]
-    _submit(course, "ada", ada)
+        if grade_id in ("answer_01_1", "answer_01_2"):
+            cell.source = right if grade_id == "answer_01_1" else wrong
+    _submit(course, "ada", ada)  # nbgrader's release, as nbgrader hands it out
     _submit(course, "bob", nbformat.read(course / "source" / "lesson01" / LESSON.name, as_version=4))  # all solved
-    nbgrader_command(course, "autograde", "lesson01", "--force")
+    # the lesson as Binder gives it (notebooks/, solutions collapsed below), one right answer
+    binder = _submit(course, "cy", _answered(nbformat.read(LESSON, as_version=4), {"01.1": right}))
+    before = binder.read_bytes()
+    # the student build, renamed by JupyterLab's "Duplicate", one right and one wrong
+    _submit(course, "dee", _answered(student_notebook(nbformat.read(LESSON, as_version=4)),
+                                     {"01.1": right, "01.2": wrong}), name="01_mesh_grids-Copy1.ipynb")
+    _submit(course, "eve", nbformat.read(ROOT / "notebooks" / "02_axis_roles.ipynb", as_version=4))  # wrong lesson
+    submissions, grades, left_out = grade(course, "lesson01")
+    status = {s.student: s.status for s in submissions}
+    assert status == {"ada": "as released", "bob": "as released", "cy": "carried over", "dee": "carried over",
+                      "eve": "refused"}
+    refused = next(s for s in submissions if s.student == "eve")
+    assert "holds none of lesson01's exercises 01.1, 01.2, 01.3 (it holds exercises 02.1, 02.2, 02.3)" in str(refused)
+    assert "Hand out release/lesson01/01_mesh_grids.ipynb" in str(refused)
     assert scores(course, "lesson01", "ada") == {"test_01_1": 1.0, "test_01_2": 0.0, "test_01_3": 0.0}
     assert scores(course, "lesson01", "bob") == {"test_01_1": 1.0, "test_01_2": 1.0, "test_01_3": 1.0}
+    assert scores(course, "lesson01", "cy") == {"test_01_1": 1.0, "test_01_2": 0.0, "test_01_3": 0.0}  # once 0/3
+    assert scores(course, "lesson01", "dee") == {"test_01_1": 1.0, "test_01_2": 0.0, "test_01_3": 0.0}
+    kept = course / "submitted-originals" / "cy" / "lesson01" / LESSON.name
+    assert kept.read_bytes() == before  # what the student handed in is never lost
+    assert (course / "submitted-originals" / "dee" / "lesson01" / "01_mesh_grids-Copy1.ipynb").exists()
+    import csv
+
+    rows = list(csv.DictReader(grades.open()))
+    assert {row["assignment"] for row in rows} == {"lesson01"} and left_out == ["lesson02"]  # never assigned: left out
+    assert {row["student_id"]: float(row["raw_score"]) for row in rows} == {"ada": 1.0, "bob": 3.0, "cy": 1.0,
+                                                                            "dee": 1.0}
