@@ -109,6 +109,7 @@ def lesson_mlp():
 def handout_parts(folder: str | os.PathLike = "notebooks") -> dict[str, str]:
     """The handout's figure, code, shard, mistakes and lesson list, each made from the course itself."""
     from course_utils import make_mesh, placement, setup_devices
+    from course_utils.course.links import links
     from course_utils.viz import draw_mesh
     from course_utils.viz.figures import figure_png
 
@@ -125,6 +126,7 @@ def handout_parts(folder: str | os.PathLike = "notebooks") -> dict[str, str]:
                              f"each of {len(kernel.devices)} devices"),
         "mistakes": "".join(_mistake_html(m) for m in mistakes(mesh, lesson_mlp)),
         "lessons": html.escape(lessons_line(folder)),
+        "class_link": html.escape(links()["class"]),
     }
 
 

@@ -3,7 +3,7 @@
 The repository's public address is set once, in `pyproject.toml`:
 
     [tool.course]
-    binder_repository = "gh/<owner>/<repo>"      # Binder's form: gh/, gl/, git/ ... then the repository
+    binder_repository = "gh/OWNER/REPO"      # Binder's form: gh/, gl/, git/ ... then the repository
 
 `binder_url(ref)` gives the link to a branch, tag or commit: `main` (or a tag on it) for
 self-study, with every solution; `student` (the branch `make student-branch` writes, or a tag on
@@ -22,7 +22,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PLACEHOLDER = "gh/<owner>/<repo>"
+PLACEHOLDER = "gh/OWNER/REPO"
 FIRST_LESSON = "notebooks/00_start_here.ipynb"
 STUDENT_BRANCH = "student"
 DOCUMENTS = ("README.md", "docs/TEACHING.md")
@@ -30,12 +30,12 @@ _LINK = re.compile(r"https://mybinder\.org/v2/[^\s)`>\"]+")
 
 
 def binder_repository(pyproject: Path = ROOT / "pyproject.toml") -> str:
-    """The repository as Binder names it (`gh/<owner>/<repo>`), from `[tool.course]` in pyproject.toml."""
+    """The repository as Binder names it (`gh/OWNER/REPO`), from `[tool.course]` in pyproject.toml."""
     settings = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("course", {})
     repository = settings.get("binder_repository", PLACEHOLDER)
     if not re.fullmatch(r"(gh|gl|git|gist|zenodo|figshare|hydroshare|dataverse)/\S+", repository):
         raise ValueError(f"[tool.course] binder_repository in {pyproject} must be in Binder's form, e.g. "
-                         f"'gh/<owner>/<repo>' for GitHub. Received: {repository!r}.")
+                         f"'gh/OWNER/REPO' for GitHub. Received: {repository!r}.")
     return repository
 
 

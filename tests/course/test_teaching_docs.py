@@ -3,13 +3,15 @@
 docs/TROUBLESHOOTING.md gives PowerShell and bash blocks marked `# = make <target>`; each must
 run the same commands, in the same order, as that target's recipe in the Makefile (with the
 set-up steps of `.venv` when the block says it sets it up). The handout's lines come from the
-same PowerShell block.
+same PowerShell block. The teacher's guide's 50-minute plan names real slides of the decks and
+covers decks 01 and 02, and its answers to the demo questions are what lesson 03 computes.
 """
 
 import re
 import shlex
 from pathlib import Path
 
+import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,3 +86,67 @@ def test_normal_makes_powershell_and_make_agree():
         normal('$(BIN)/python -m pip install --quiet -r requirements.txt -e ".[course]"')
     assert normal("py -3.11 -m venv .venv") == normal("$(PYTHON) -m venv $(VENV)")
     assert normal(r".venv\Scripts\jupyter lab x.ipynb") != normal("$(BIN)/jupyter lab y.ipynb")
+
+
+def _fifty_minute_plan() -> list[tuple[str, str, str]]:
+    """(min, show, skip) rows of the 50-minute class's table in docs/TEACHING.md."""
+    text = (ROOT / "docs" / "TEACHING.md").read_text()
+    section = text[text.index("### The 50-minute class before it"):text.index("### The 2-hour lab")]
+    return [tuple(cell.strip() for cell in line.strip("|").split("|"))
+            for line in section.splitlines() if re.match(r"\| \d+–\d+ \|", line)]
+
+
+def _slides(text: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, str]]]:
+    """Slide ranges `**01 #9–#14**` and single slides (with their cited title) `**01 #7** (*title*)` of a cell."""
+    ranges = [(deck, int(a), int(b)) for deck, a, b in re.findall(r"\*\*(\d\d) #(\d+)–#(\d+)\*\*", text)]
+    singles = [(deck, int(n), title) for deck, n, title in re.findall(r"\*\*(\d\d) #(\d+)\*\*(?: \(\*(.+?)\*)?", text)]
+    return ranges, singles
+
+
+def test_the_fifty_minute_plan_names_real_slides_and_covers_decks_01_and_02():
+    from course_utils.course.render import deck_outline
+
+    outlines = {p.stem[:2]: deck_outline(nbformat.read(p, as_version=4)) for p in sorted((ROOT / "notebooks").glob("0[0-3]_*.ipynb"))}
+    shown: dict[str, set[int]] = {"01": set(), "02": set()}
+    skipped: dict[str, set[int]] = {"01": set(), "02": set()}
+    for _, show, skip in _fifty_minute_plan():
+        for column, into in ((show, shown), (skip, skipped)):
+            ranges, singles = _slides(column)
+            for deck, first, last in ranges:
+                assert 1 <= first < last <= len(outlines[deck]), (deck, first, last)
+                into.setdefault(deck, set()).update(range(first, last + 1))
+            for deck, number, title in singles:
+                assert 1 <= number <= len(outlines[deck]), (deck, number)
+                cited = re.sub(r"[*`]", "", title or "").split(":")[0].rstrip("?").strip()
+                assert outlines[deck][number - 1].startswith(cited), (deck, number, title, outlines[deck][number - 1])
+                into.setdefault(deck, set()).add(number)
+    for deck in ("01", "02"):
+        every = set(range(1, len(outlines[deck]) + 1))
+        assert shown[deck] & skipped[deck] == set(), deck
+        assert shown[deck] | skipped[deck] == every, (deck, sorted(every - shown[deck] - skipped[deck]))
+    assert sum(len(s) for s in shown.values()) <= 30  # about 45 minutes at 1.5-2 minutes a slide
+
+
+def test_the_demo_questions_answers_are_what_the_lesson_computes():
+    from course_utils.course.exercises import lesson03
+    from keras.distribution import TensorLayout
+
+    from course_utils.placements import planned_placement
+
+    text = (ROOT / "docs" / "TEACHING.md").read_text()
+    mesh = lesson03._mesh((2, 4))
+    batch = planned_placement((16, 64), TensorLayout(("data", None), mesh))
+    kernel = lesson03._planned("d1/kernel", mesh)
+    rows = {d for d, ranges in batch.device_index if ranges[0] == (8, 16)}
+    columns = {d for d, ranges in kernel.device_index if ranges[1] == (0, 32)}
+    (device,) = rows & columns
+    answer = text[text.index('*"Which device holds rows 8:16 and columns 0:32?"*'):text.index('*"Why not (1, 8)?"*')]
+    assert answer.split("—")[1].strip().startswith(f"`{device}`.")
+    assert f"(`{min(rows)}`–`{max(rows)}`)" in answer and " and ".join(f"`{d}`" for d in sorted(columns)) in answer
+    weights = {shape: sum(max(lesson03._planned(p, lesson03._mesh(shape)).bytes_per_device.values())
+                          for p in lesson03.LAYOUT) for shape in lesson03.SHAPES}
+    best = min((s for s in weights if s[0] >= 2), key=weights.get)
+    why = text[text.index('*"Why not (1, 8)?"*'):]
+    why = why[:why.index("\n\n")]
+    assert min(weights, key=weights.get) == (1, 8)
+    assert f"{weights[(1, 8)]:,} against {weights[best]:,} on {best}" in " ".join(why.split())
