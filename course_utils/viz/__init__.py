@@ -15,7 +15,7 @@ mean. Nothing in the teaching library imports this package.
 
 from course_utils.viz.figures import BLOCK_GID, figure_png, projected_sizes, show_figures_in_notebooks
 from course_utils.viz.mesh import draw_mesh
-from course_utils.viz.model import draw_memory, draw_memory_by, draw_model
+from course_utils.viz.model import draw_bytes, draw_memory, draw_memory_by, draw_model
 from course_utils.viz.palette import DEVICE_COLORS, device_color, mesh_colors, process_color
 from course_utils.viz.fit import draw_fit
 from course_utils.viz.processes import draw_process_mesh
@@ -23,6 +23,6 @@ from course_utils.viz.tensor import draw_batch_split, draw_placement
 
 show_figures_in_notebooks()
 
-__all__ = ["BLOCK_GID", "DEVICE_COLORS", "device_color", "draw_batch_split", "draw_fit", "draw_memory", "draw_memory_by",
+__all__ = ["BLOCK_GID", "DEVICE_COLORS", "device_color", "draw_batch_split", "draw_bytes", "draw_fit", "draw_memory", "draw_memory_by",
            "draw_mesh", "draw_model", "draw_placement", "draw_process_mesh", "figure_png", "mesh_colors",
            "process_color", "projected_sizes"]

@@ -12,22 +12,59 @@ BLOCK_GID = "block"  # the gid of every patch that stands for a device or a bloc
 PROJECTOR_PX = 1280  # a slide's width on a projector, in CSS pixels
 CSS_PX_PER_INCH = 96  # CSS: 96 px per inch, 72 pt per inch
 MIN_PROJECTED_PT = 8
-FONT = 10  # the course's text size in figures; small labels use SMALL
-SMALL = 9
-MAX_WIDTH = 13.0  # inches: at SMALL pt, text stays >= 9 pt when the figure is shown 1280 px wide
+FONT = 12  # the course's text size in figures; small labels use SMALL
+SMALL = 11
+# inches: a figure this wide, shown across a 1280 x 720 slide (1234 px of room), shows SMALL text
+# at SMALL * 1234 / (72 * MAX_WIDTH) = 18 px, readable from the back of a lecture room
+MAX_WIDTH = 10.5
+
+
+SMALLEST_TEXT_KEY = "course:smallest-text-px"  # PNG text chunk: the figure's smallest text, in the PNG's pixels
+NOTEBOOK_DPI = 200  # figures in notebooks are drawn at 200 dpi and shown at 100: sharp when a deck enlarges them
+SHOWN_DPI = 100
 
 
 def figure_png(fig: Figure, *, dpi: int = 100, tight: bool = True) -> bytes:
-    """Renders a Figure to PNG bytes.
+    """Renders a Figure to PNG bytes, its smallest text's height in pixels written inside.
+
+    The PNG carries a text chunk `SMALLEST_TEXT_KEY`: the font size of the
+    smallest visible text, in the PNG's own pixels (`pt / 72 * dpi`). Shown at
+    `d` pixels wide, a PNG `w` pixels wide shows that text at `size * d / w` px:
+    the deck test reads it so to check that a figure reads from the back row.
 
     Args:
         fig: The figure.
         dpi: Pixels per inch.
         tight: Crop to the drawn content, with 0.1 in of padding.
     """
+    smallest = smallest_text_pt(fig)
+    metadata = {SMALLEST_TEXT_KEY: f"{smallest / 72 * dpi:.2f}"} if smallest else {}
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, **({"bbox_inches": "tight"} if tight else {}))
+    fig.savefig(buffer, format="png", dpi=dpi, metadata=metadata, **({"bbox_inches": "tight"} if tight else {}))
     return buffer.getvalue()
+
+
+def smallest_text_pt(fig: Figure) -> float | None:
+    """The font size, in points, of the smallest visible text of `fig` (None when it has none)."""
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if _shown(t)]
+    return min(sizes) if sizes else None
+
+
+def smallest_text_px(png: bytes) -> float | None:
+    """The smallest text's size in the PNG's pixels, as `figure_png` wrote it (None: not written)."""
+    from PIL import Image
+
+    value = Image.open(io.BytesIO(png)).text.get(SMALLEST_TEXT_KEY)
+    return float(value) if value else None
+
+
+def notebook_png(fig: Figure):
+    """A figure as a notebook shows it: drawn at `NOTEBOOK_DPI`, shown at `SHOWN_DPI` (its `width`)."""
+    png = figure_png(fig, dpi=NOTEBOOK_DPI)
+    from PIL import Image
+
+    width = Image.open(io.BytesIO(png)).width
+    return png, {"width": round(width * SHOWN_DPI / NOTEBOOK_DPI)}
 
 
 def show_figures_in_notebooks() -> None:
@@ -38,7 +75,7 @@ def show_figures_in_notebooks() -> None:
         return
     shell = get_ipython()
     if shell is not None:
-        shell.display_formatter.formatters["image/png"].for_type(Figure, figure_png)
+        shell.display_formatter.formatters["image/png"].for_type(Figure, notebook_png)
 
 
 def projected_sizes(fig: Figure) -> list[tuple[str, float]]:

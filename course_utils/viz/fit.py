@@ -6,7 +6,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from course_utils.fit import FitReport
-from course_utils.viz.figures import FONT, SMALL, chars_across, wrap
+from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
 from course_utils.viz.bars import HATCHES
 from course_utils.viz.palette import MEMORY_COLORS, NEUTRAL_COLOR, STEP_COLORS
 
@@ -36,7 +36,7 @@ def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
         A `Figure`.
     """
     models = list(dict.fromkeys(r.model for r in report.rows))
-    fig = Figure(figsize=(3.6 * len(models) + 1.6, 4.4), layout="constrained")
+    fig = Figure(figsize=(min(3.0 * len(models) + 1.6, MAX_WIDTH), 4.4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(models), sharey=True))
     top = max([r.total for r in report.rows] + list(report.device_gib)) * 1.12
     for ax, model in zip(axes, models):

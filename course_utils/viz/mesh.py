@@ -19,6 +19,7 @@ from course_utils.viz.figures import BLOCK_GID, FONT, MAX_WIDTH, SMALL, chars_ac
 from course_utils.viz.palette import MeshColors, mesh_colors, text_color
 
 MAX_TICKS = 16  # per axis; more positions get every k-th tick
+MAX_GRID_HEIGHT = 3.4  # inches of cells, top to bottom: a tall mesh still reads on a 16:9 slide
 
 
 def draw_mesh(mesh, *, title: str | None = None) -> Figure:
@@ -46,9 +47,11 @@ def mesh_scene(mesh, *, title: str | None = None) -> Scene:
     cell = min(1.25, (MAX_WIDTH - 1.6 - 0.5 * across) / (across * cols), 6.0 / (down * rows))
     colors = mesh_colors(devices, names)
     for _ in range(2):  # smaller cells get longer tick labels, which leave less room for the cells
-        ticks = [_tick_labels(grid, axis_pair, cell) for grid, axis_pair, _ in panels]
+        tall = min(cell, MAX_GRID_HEIGHT / (down * rows))  # a tall mesh gets cells wider than tall
+        ticks = [_tick_labels(grid, axis_pair, _labels(cell, tall)) for grid, axis_pair, _ in panels]
         left = max(_left_room(row_ticks, axis_pair) for (row_ticks, _), (_, axis_pair, _) in zip(ticks, panels))
         cell = min(cell, (MAX_WIDTH - 0.4 - across * (left + 0.3)) / (across * cols))
+    size = (cell, min(cell, MAX_GRID_HEIGHT / (down * rows)))  # (width, height) of a cell, inches
     below = max((text_size(label, SMALL)[1] for _, col_ticks in ticks for _, label in col_ticks), default=0.0)
     below += 0.1 + line_height(FONT) + 0.15  # the column ticks, then the axis name
     above = line_height(FONT) + 0.1 if panels[0][2] else 0.05
@@ -57,19 +60,19 @@ def mesh_scene(mesh, *, title: str | None = None) -> Scene:
     platform = str(devices.flat[0]).split(":")[0].upper()
     heading = wrap(title or (f"DeviceMesh shape={tuple(mesh.shape)}, axis_names={names}: "
                              f"{devices.size} {platform} devices"), chars_across(width, FONT + 2))
-    caption = wrap(_legend(colors, cell, len(names)), chars_across(width, SMALL))
+    caption = wrap(_legend(colors, _labels(*size), len(names)), chars_across(width, SMALL))
     top, bottom = text_size(heading, FONT + 2)[1] + 0.25, text_size(caption, SMALL)[1] + 0.2
-    row_height = above + rows * cell + below
+    row_height = above + rows * size[1] + below
     scene = Scene(width, top + down * row_height + bottom)
     scene.text(width / 2, scene.height - 0.12, heading, FONT + 2, va="top")
     scene.text(width / 2, 0.1, caption, SMALL, va="bottom")
     for i, ((grid, axis_pair, outer), panel_ticks) in enumerate(zip(panels, ticks)):
         r, c = divmod(i, across)
         x0 = (width - across * slot) / 2 + c * slot + left
-        y0 = scene.height - top - r * row_height - above - rows * cell
-        _draw_device_grid(scene, (x0, y0), grid, axis_pair, outer, colors, cell, panel_ticks)
+        y0 = scene.height - top - r * row_height - above - rows * size[1]
+        _draw_device_grid(scene, (x0, y0), grid, axis_pair, outer, colors, size, panel_ticks)
         if outer:
-            scene.text(x0 + cols * cell / 2, y0 + rows * cell + 0.08, f"{names[0]} = {outer[0]}: "
+            scene.text(x0 + cols * cell / 2, y0 + rows * size[1] + 0.08, f"{names[0]} = {outer[0]}: "
                        f"{holder_names(list(grid.flat))}", FONT, va="bottom")
     return scene
 
@@ -86,23 +89,30 @@ def _panels(devices: np.ndarray, names: tuple, shape: tuple) -> list[tuple]:
                      f"use describe_mesh(mesh) for a table instead.")
 
 
-def _legend(colors: MeshColors, cell: float, ndim: int) -> str:
+def _labels(width: float, height: float) -> str:
+    """What a cell of this size (inches) is labelled with: "full" (name and coordinate), "name" or "none"."""
+    if width >= 0.8 and height >= 0.55:
+        return "full"
+    return "name" if width >= 0.5 and height >= 0.28 else "none"
+
+
+def _legend(colors: MeshColors, labels: str, ndim: int) -> str:
     coordinate = "(" + ", ".join(["i", "j", "k"][:ndim]) + ")"
-    if cell >= 0.8:
-        labels = f"each cell: one device, its name and mesh coordinate {coordinate}"
-    elif cell >= 0.5:
-        labels = "each cell: one device, its name (coordinates on the axes)"
+    if labels == "full":
+        text = f"each cell: one device, its name and mesh coordinate {coordinate}"
+    elif labels == "name":
+        text = "each cell: one device, its name (coordinates on the axes)"
     else:
-        labels = "each cell: one device; too many to name each, the tick labels give the devices of each row or position"
-    return f"{labels}; {colors.rule}."
+        text = "each cell: one device; too many to name each, the tick labels give the devices of each row or position"
+    return f"{text}; {colors.rule}."
 
 
-def _tick_labels(grid, axis_pair, cell: float) -> tuple[list, list]:
+def _tick_labels(grid, axis_pair, labels: str) -> tuple[list, list]:
     """(row ticks, column ticks) of a panel: (index, label) pairs, at most `MAX_TICKS` per axis."""
     rows, cols = grid.shape
     row_axis = axis_pair[0]
-    col_label = (lambda j: f"{j}\n{grid[0, j]}") if cell < 0.5 and not row_axis else str
-    row_label = (lambda i: f"{i}: {holder_names(list(grid[i]))}") if cell < 0.5 else str
+    col_label = (lambda j: f"{j}\n{grid[0, j]}") if labels == "none" and not row_axis else str
+    row_label = (lambda i: f"{i}: {holder_names(list(grid[i]))}") if labels == "none" else str
     col_ticks = [(j, col_label(j)) for j in range(0, cols, math.ceil(cols / MAX_TICKS))]
     row_ticks = [(i, row_label(i)) for i in range(0, rows, math.ceil(rows / MAX_TICKS))] if row_axis else []
     return row_ticks, col_ticks
@@ -113,31 +123,34 @@ def _left_room(row_ticks, axis_pair) -> float:
     return labels + 0.15 + (line_height(FONT) + 0.1 if axis_pair[0] else 0.0)
 
 
-def _draw_device_grid(scene: Scene, origin, grid, axis_pair, outer: tuple, colors: MeshColors, cell: float,
+def _draw_device_grid(scene: Scene, origin, grid, axis_pair, outer: tuple, colors: MeshColors, size: tuple,
                       ticks) -> None:
-    """One 2-D grid of devices, bottom left at `origin`; `outer` is the slice's coordinate in a 3-D mesh."""
+    """One 2-D grid of devices, bottom left at `origin`, cells `size` = (width, height) inches; `outer` is
+    the slice's coordinate in a 3-D mesh."""
     x0, y0 = origin
+    cell, tall = size
     rows, cols = grid.shape
     row_axis, col_axis = axis_pair
-    gap = 0.06 * cell if cell >= 0.3 else 0.0
-    top = y0 + rows * cell
+    gap = 0.06 * min(size) if min(size) >= 0.3 else 0.0
+    top = y0 + rows * tall
+    kind = _labels(cell, tall)
     for (i, j), device in np.ndenumerate(grid):
         color = colors[device]
-        x, y = x0 + j * cell, top - (i + 1) * cell
-        scene.box(x, y + gap, cell - gap, cell - gap, face=color, edge="black",
-                  linewidth=0.8 if cell >= 0.3 else 0.2, gid=BLOCK_GID)
+        x, y = x0 + j * cell, top - (i + 1) * tall
+        scene.box(x, y + gap, cell - gap, tall - gap, face=color, edge="black",
+                  linewidth=0.8 if min(size) >= 0.3 else 0.2, gid=BLOCK_GID)
         coord = str((*outer, i, j) if row_axis else (j,)).replace(",)", ")")
-        label = f"{device}\n{coord}" if cell >= 0.8 else (device if cell >= 0.5 else "")
-        scene.text(x + (cell - gap) / 2, y + gap + (cell - gap) / 2, label, FONT if cell >= 0.8 else SMALL,
+        label = {"full": f"{device}\n{coord}", "name": device, "none": ""}[kind]
+        scene.text(x + (cell - gap) / 2, y + gap + (tall - gap) / 2, label, FONT if kind == "full" else SMALL,
                    color=text_color(color), bold=True)
     row_ticks, col_ticks = ticks
     for j, label in col_ticks:
         scene.text(x0 + (j + 0.5) * cell - gap / 2, y0 - 0.06, label, SMALL, va="top")
     for i, label in row_ticks:
-        scene.text(x0 - 0.08, top - (i + 0.5) * cell + gap / 2, label, SMALL, ha="right")
+        scene.text(x0 - 0.08, top - (i + 0.5) * tall + gap / 2, label, SMALL, ha="right")
     below = max((text_size(label, SMALL)[1] for _, label in col_ticks), default=0.0)
     scene.text(x0 + cols * cell / 2, y0 - 0.1 - below, f"axis '{col_axis}' (size {cols})", FONT, va="top")
     if row_axis:
         labels = max((text_size(label, SMALL)[0] for _, label in row_ticks), default=0.0)
-        scene.text(x0 - 0.14 - labels, top - rows * cell / 2, f"axis '{row_axis}' (size {rows})", FONT,
+        scene.text(x0 - 0.14 - labels, top - rows * tall / 2, f"axis '{row_axis}' (size {rows})", FONT,
                    rotation=90, va="bottom")

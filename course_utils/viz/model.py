@@ -20,7 +20,7 @@ from course_utils.viz.bars import bytes_bars, memory_bars, memory_by_bars
 from course_utils.viz.canvas import Scene, line_height, to_figure
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
 from course_utils.viz.panels import (draw_panel, legend, panel_views, placement_colors, scale_note, scaled_panel,
-                                        undrawn)
+                                        shows_small_meshes, undrawn)
 
 COLUMNS = 4
 PANEL = (MAX_WIDTH - 0.6) / COLUMNS  # inches per column of panels
@@ -65,14 +65,18 @@ def model_scene(report, distribution=None, *, page: int = 0, per_page: int = PER
     more = f", page {page + 1} of {pages}: draw_model(..., page={page + 1}) shows the next" if page + 1 < pages else ""
     heading = wrap(f"{name}{report.title}: {span}{more}", chars_across(width, FONT + 1))
     copies = any(row.placement.replication > 1 for row in shown)
-    caption = wrap(f"{legend(shown[0].placement, colors, copies=copies)}\n{SCALE_RULE}", chars_across(width, SMALL))
     panels = [_panel(row) for row in shown]
-    layout = _Layout(width, heading, caption, panels, 2.2 if bytes_chart or memory is not None else 0.0)
+    squashed = any("not to scale" in title for _, title, _ in panels)  # the rule is said where a panel needs it
+    caption = wrap(legend(shown[0].placement, colors, copies=copies) + (f"\n{SCALE_RULE}" if squashed else ""),
+                   chars_across(width, SMALL))
+    layout = _Layout(width, heading, caption, panels, CHART if bytes_chart or memory is not None else 0.0)
     scene = Scene(width, layout.height)
     scene.text(width / 2, layout.height - 0.12, heading, FONT + 1, va="top")
-    scene.text(width / 2, 0.08, caption, SMALL, va="bottom")
     for i, (row, (view, title, _)) in enumerate(zip(shown, panels)):
         draw_panel(scene, layout.rect(i), row.placement, view, colors, title, compact=True)
+    legend_now = legend(shown[0].placement, colors, copies=copies, grids=shows_small_meshes(scene))
+    caption = wrap(legend_now + (f"\n{SCALE_RULE}" if squashed else ""), chars_across(width, SMALL))
+    scene.text(width / 2, layout.bottom - 0.12, caption, SMALL, va="top")  # hung from the room kept for it
     if memory is not None:
         memory_bars(scene, layout.chart_rect(), memory)
     elif bytes_chart:
@@ -82,7 +86,8 @@ def model_scene(report, distribution=None, *, page: int = 0, per_page: int = PER
     return scene
 
 
-MAX_RATIO = 0.8  # panels at most this tall for their width: a page of 12 fits a slide
+MAX_RATIO = 0.8  # panels at most this tall for their width
+CHART = 1.4  # inches: the height of the bytes chart below the panels
 LINE = line_height(SMALL)  # inches per line of SMALL text
 BLOCKS = PANEL - 0.45  # inches across a panel's blocks at most (the rest: its row label)
 SCALE_RULE = "A 2-D panel keeps its tensor's proportions (rows : columns) unless it says 'not to scale'."
@@ -95,23 +100,25 @@ def _panel(row) -> tuple:
     view = panel_views(p)[0]
     width, height, to_scale = scaled_panel(p, view, (BLOCKS, MAX_RATIO * BLOCKS), compact=True)
     notes = "\n".join(n for n in (undrawn(p, view), "" if to_scale else scale_note(p, view)) if n)
-    title = wrap(row.path, chars_across(BLOCKS, SMALL)) + f"\n{row.shape} -> {row.shard_shape} per device"
-    return view, title + (f"\n{wrap(notes, chars_across(BLOCKS, SMALL))}" if notes else ""), (width, height)
+    across = chars_across(BLOCKS - 0.25, SMALL)  # a title stays clear of the next column's row label
+    title = wrap(row.path, across) + f"\n{wrap(f'{row.shape} -> {row.shard_shape} per device', across)}"
+    return view, title + (f"\n{wrap(notes, across)}" if notes else ""), (width, height)
 
 
 class _Layout:
     """Where everything goes, in inches, so titles and labels have their room by construction."""
 
-    LEFT, LABEL, GAP_Y = 0.4, 0.3, 0.5
+    LEFT, LABEL, GAP_Y = 0.4, 0.3, 0.7  # GAP_Y: a panel's ticks and a two-line dimension label, then a gap
+    LAST_GAP = 0.55  # under the last row: its ticks and labels only
 
     def __init__(self, width, heading, caption, panels, chart):
         self.width, self.chart = width, chart
-        self.top = 0.25 + LINE * (heading.count("\n") + 1.4)
+        self.top = 0.12 + line_height(FONT + 1) * (heading.count("\n") + 1) + 0.2  # the heading, then a gap
         self.bottom = 0.2 + LINE * (caption.count("\n") + 1)
         self.rows = [panels[i:i + COLUMNS] for i in range(0, len(panels), COLUMNS)]
         self.titles = [max(t.count("\n") + 1 for _, t, _ in r) * LINE + 0.1 for r in self.rows]
         self.heights = [max(size[1] for _, _, size in r) for r in self.rows]
-        body = sum(self.titles) + sum(self.heights) + len(self.rows) * self.GAP_Y
+        body = sum(self.titles) + sum(self.heights) + (len(self.rows) - 1) * self.GAP_Y + self.LAST_GAP
         self.height = self.top + body + (chart + 0.5 if chart else 0) + self.bottom
 
     def rect(self, i: int) -> tuple:
@@ -140,6 +147,19 @@ def _rows_of(report, distribution) -> tuple[LayoutReport, str]:
     paths = {v.path for v in model.variables}
     weights = LayoutReport([r for r in full.rows if r.path in paths], title=full.title)
     return weights, f"{model.name} under "
+
+
+def draw_bytes(report) -> Figure:
+    """The bytes each device holds for every variable of a `LayoutReport`, one bar per device in its colour
+    (the chart `draw_model` puts under its panels, as a figure of its own: a slide of its own)."""
+    if not isinstance(report, LayoutReport) or not report.rows:
+        raise ValueError(f"draw_bytes needs a LayoutReport with rows (explain_layout(model, distribution)). "
+                         f"Received: {type(report).__name__}.")
+    totals = report.bytes_per_device
+    scene = Scene(7.5, 2.8)
+    bytes_bars(scene, (0.1, 0.1, 7.3, 2.6), totals, placement_colors(report.rows[0].placement),
+               title=f"Bytes each device holds for all {len(report.rows)} variables (largest: {max(totals.values()):,})")
+    return to_figure(scene)
 
 
 def draw_memory(memory: MemoryReport) -> Figure:

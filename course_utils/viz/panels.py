@@ -17,11 +17,12 @@ import numpy as np
 from course_utils.placements import Placement
 from course_utils.viz.blocks import MINI_MESH_MAX, draw_block, fit_label, front_card, holder_names
 from course_utils.viz.canvas import Scene, line_height, text_size
-from course_utils.viz.figures import FONT, SMALL
+from course_utils.viz.figures import FONT, SMALL, chars_across, wrap
 from course_utils.viz.palette import MeshColors, mesh_colors
 
 
 MAX_TICKS = 9  # per dimension; more block edges get every k-th
+COMPACT_LABEL_WIDTH = 1.7  # inches a compact panel's dimension label may take before it wraps
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ def draw_panel(scene: Scene, rect, p: Placement, view: View, colors: MeshColors,
                                       dim_label(p, view.col_dim))
     below = y - 0.07 - (line_height(SMALL) if col_ticks else 0)
     narrow = compact and text_size(col_label, font)[0] > w  # a narrow panel: its label starts at its left edge
+    if narrow:  # and wraps within the panel's column, clear of the next panel's row label
+        col_label = wrap(col_label, chars_across(COMPACT_LABEL_WIDTH, font))
     scene.text(x if narrow else x + w / 2, below, col_label, font, ha="left" if narrow else "center", va="top")
     tick_width = max((text_size(label, SMALL)[0] for _, label in row_ticks), default=0.0)
     scene.text(x - 0.09 - tick_width - (0.04 if row_ticks else 0), y + h / 2, row_label, font, rotation=90,
@@ -127,6 +130,8 @@ def scaled_panel(p: Placement, view: View, box, *, compact: bool, steps: int = 1
 def scale_note(p: Placement, view: View) -> str:
     """'not to scale (really 12.8x taller)', for a panel drawn in other proportions than its tensor's."""
     ratio = true_ratio(p, view)
+    if f"{ratio:.3g}" == "1":  # a square tensor drawn as a rectangle ("1x taller" says nothing)
+        return "not to scale (really square)"
     if ratio >= 1:
         return f"not to scale (really {ratio:.3g}\u00d7 taller)"
     return f"not to scale (really {1 / ratio:.3g}\u00d7 wider)"
@@ -142,14 +147,26 @@ def tick_labels(p: Placement, view: View, dim) -> list[tuple[int, str]]:
     return [(e, str(e)) for e in kept]
 
 
-def legend(p: Placement, colors: MeshColors, *, copies: bool | None = None) -> str:
-    """What the marks of a placement figure mean, in words (`copies`: some block has copies; default: p's)."""
-    parts = [f"Filled block: one device holds it ({colors.rule})."]
+def legend(p: Placement, colors: MeshColors, *, copies: bool | None = None, grids: bool = True) -> str:
+    """What the marks of a placement figure mean, in words (`copies`: some block has copies; default: p's;
+    `grids`: some block shows the small mesh).
+
+    A figure of one placement explains only the marks it shows: no filled block when every block has copies.
+    """
+    parts = [f"Filled block: one device holds it ({colors.rule})."] if copies is not None or p.replication == 1 else []
     if p.replication > 1 if copies is None else copies:
         parts.append("Pale stack marked 'N copies' or '\u00d7N': the same block copied on N devices, not a split.")
-    if len(p.devices) <= MINI_MESH_MAX:
+    if grids and len(p.devices) <= MINI_MESH_MAX:
         parts.append(f"Small grid in a block: the mesh {tuple(p.mesh_shape)}, its holders lit.")
     return " ".join(parts)
+
+
+def shows_small_meshes(scene) -> bool:
+    """Whether some block of `scene` was drawn with its small mesh (a block too small for one shows none)."""
+    from course_utils.viz.blocks import LIT_GID, UNLIT_GID
+    from course_utils.viz.canvas import Polygons
+
+    return any(isinstance(item, Polygons) and item.gid in (LIT_GID, UNLIT_GID) for item in scene.items)
 
 
 def placement_colors(p: Placement) -> MeshColors:

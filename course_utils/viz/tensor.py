@@ -17,8 +17,10 @@ from matplotlib.figure import Figure
 from course_utils.placements import Placement, placement, planned_placement
 from course_utils.viz.canvas import Scene, line_height, text_size, to_figure
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
+
+MAX_PANEL_HEIGHT = 3.0  # inches: with its text, a one-panel figure stays short enough for a slide
 from course_utils.viz.panels import (View, dim_label, draw_panel, legend, panel_views, placement_colors, scale_note,
-                                     tick_labels, true_ratio, undrawn, view_ratio)
+                                     shows_small_meshes, tick_labels, true_ratio, undrawn, view_ratio)
 
 
 def draw_placement(x, *, title: str | None = None, max_ratio: float = 6.0) -> Figure:
@@ -48,7 +50,7 @@ def placement_scene(x, *, title: str | None = None, max_ratio: float = 6.0) -> S
     slot = (width - 0.4) / cols
     ticks = [(tick_labels(p, v, v.row_dim), tick_labels(p, v, v.col_dim)) for v in views]
     left = max(_left_room(row_ticks) for row_ticks, _ in ticks)
-    panel = min(slot - left - 0.25, 4.6 / ratio)  # width of a panel's blocks, inches
+    panel = min(slot - left - 0.25, MAX_PANEL_HEIGHT / ratio)  # width of a panel's blocks, inches
     notes = [wrap(_notes(p, v, max_ratio), chars_across(slot - 0.2, SMALL)) for v in views]
     xlabels = [wrap(dim_label(p, v.col_dim), chars_across(panel + 0.4, FONT)) for v in views]
     heading = wrap(title or placement_title(p), chars_across(width, FONT + 1))
@@ -59,7 +61,6 @@ def placement_scene(x, *, title: str | None = None, max_ratio: float = 6.0) -> S
     top, bottom = text_size(heading, FONT + 1)[1] + 0.25, text_size(caption, SMALL)[1] + 0.2
     scene = Scene(width, top + rows * row_height - 0.2 + bottom)  # no gap after the last row
     scene.text(width / 2, scene.height - 0.12, heading, FONT + 1, va="top")
-    scene.text(width / 2, 0.1, caption, SMALL, va="bottom")
     used = cols * (left + panel + 0.25)
     for i, (view, (row_ticks, col_ticks), note, xlabel) in enumerate(zip(views, ticks, notes, xlabels)):
         r, c = divmod(i, cols)
@@ -68,6 +69,10 @@ def placement_scene(x, *, title: str | None = None, max_ratio: float = 6.0) -> S
         y0 = scene.height - top - r * row_height - above - h
         draw_panel(scene, (x0, y0, panel, h), p, view, colors, note, compact=False,
                    ticks=(row_ticks, col_ticks), labels=(_ylabel(p, view, h), xlabel))
+    # what the marks drawn mean, known once they are drawn: hung from the top of the room kept for the
+    # longest caption, so a shorter one leaves its spare room at the bottom, where the PNG is cropped
+    caption = wrap(legend(p, colors, grids=shows_small_meshes(scene)), chars_across(width, SMALL))
+    scene.text(width / 2, bottom - 0.1, caption, SMALL, va="top")
     return scene
 
 

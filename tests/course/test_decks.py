@@ -29,6 +29,8 @@ SHOTS = ROOT / "test-artifacts" / "decks"
 SIZES = [(1280, 720), (1920, 1080)]
 SCREENSHOT_DECK = "03_the_2x4_example"
 MIN_NOTES = 40  # characters of speaker notes a slide must carry
+MIN_SHARE = 0.6  # of the free width or height a figure must take
+MIN_TEXT_PX = 16  # a figure's smallest text on a 1280 x 720 screen
 MAX_STEPS = 600
 
 # What the current slide shows, measured in the window. Hidden things (unshown fragments, the
@@ -69,12 +71,44 @@ MEASURE = """() => {
   }
   const page = document.scrollingElement;
   if (page.scrollHeight > H + 1 || page.scrollWidth > W + 1) problems.push('the page itself scrolls');
+  const scale = slide.getBoundingClientRect().width / Reveal.getConfig().width;
+  const everyImage = Array.from(document.querySelectorAll('.jp-OutputArea-output img'));
+  const images = Array.from(slide.querySelectorAll('.jp-OutputArea-output img')).filter(shown);
+  const rest = slide.scrollHeight - images.reduce((sum, img) => sum + img.offsetHeight, 0);
+  const figures = images.map(img => {
+    const r = img.getBoundingClientRect();
+    return {index: everyImage.indexOf(img), width: r.width, height: r.height, natural: img.naturalWidth,
+            freeWidth: img.parentElement.clientWidth * scale,
+            freeHeight: (Reveal.getConfig().height - rest) * scale};
+  });
   const notes = Array.from(slide.querySelectorAll('aside.notes')).map(n => n.textContent).join(' ');
   const title = (slide.querySelector('h1, h2, h3') || {textContent: ''}).textContent;
-  return {at: Reveal.getIndices(), problems: [...new Set(problems)].slice(0, 10),
+  return {at: Reveal.getIndices(), problems: [...new Set(problems)].slice(0, 10), figures,
           notes: notes.replace(/\\s+/g, ' ').trim().length, title: title.replace('¶', '').trim(),
           allShown: !Reveal.availableFragments().next, last: Reveal.isLastSlide()};
 }"""
+
+
+@dataclass
+class Figure:
+    """A figure as a slide shows it, in the window's pixels."""
+
+    width: float
+    height: float
+    free_width: float  # the width of its cell
+    free_height: float  # the slide's height less everything else on it
+    smallest_text: float | None  # its smallest text's height as shown (None: the PNG does not say)
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.width < MIN_SHARE * self.free_width and self.height < MIN_SHARE * self.free_height:
+            found.append(f"a figure takes {self.width:.0f} x {self.height:.0f} px of a free "
+                         f"{self.free_width:.0f} x {self.free_height:.0f} px (under {MIN_SHARE:.0%} both ways)")
+        if self.smallest_text is None:
+            found.append("a figure whose PNG does not say its smallest text (drawn outside the course's figures?)")
+        elif self.smallest_text < MIN_TEXT_PX:
+            found.append(f"a figure's smallest text shows {self.smallest_text:.1f} px high (< {MIN_TEXT_PX} px)")
+        return found
 
 
 @dataclass
@@ -83,6 +117,7 @@ class Slide:
     title: str
     notes: int  # characters of speaker notes
     problems: list[str] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
 
 
 @dataclass
@@ -99,6 +134,10 @@ class Walk:
 
     def failing(self) -> dict[int, list[str]]:
         return {n: s.problems for n, s in self.slides.items() if s.problems}
+
+    def unreadable_figures(self) -> dict[int, list[str]]:
+        return {n: problems for n, s in self.slides.items()
+                if (problems := [p for f in s.figures for p in f.problems()])}
 
 
 def record_requests(page, folder: Path) -> tuple[list[str], list[str]]:
@@ -126,12 +165,17 @@ def walk(browser, deck: Path, size: tuple[int, int], shots: Path | None = None) 
     page.wait_for_load_state("load")
     order = [json.dumps([i["h"], i["v"]]) for i in
              page.evaluate("() => Reveal.getSlides().map(s => Reveal.getIndices(s))")]
+    pngs = [_png(src) for src in page.evaluate(
+        "() => Array.from(document.querySelectorAll('.jp-OutputArea-output img')).map(i => i.src)")]
     slides: dict[int, Slide] = {}
     for _ in range(MAX_STEPS):
+        page.wait_for_function("Reveal.getCurrentSlide().dataset.fitted === '1'")
         state = page.evaluate(MEASURE)
         number = order.index(json.dumps([state["at"]["h"], state["at"]["v"]])) + 1
         slide = slides.setdefault(number, Slide(number, state["title"], state["notes"]))
         slide.problems += [p for p in state["problems"] if p not in slide.problems]
+        if state["allShown"]:
+            slide.figures = [_figure(f, pngs[f["index"]]) for f in state["figures"]]
         if shots is not None and state["allShown"]:
             shots.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=shots / f"{deck.name.split('.')[0]}_{size[0]}x{size[1]}_{number:02d}.png")
@@ -141,6 +185,21 @@ def walk(browser, deck: Path, size: tuple[int, int], shots: Path | None = None) 
         page.wait_for_timeout(40)
     page.close()
     return Walk(deck.name, size, len(order), slides, outside, len(seen))
+
+
+def _png(src: str) -> bytes | None:
+    import base64
+
+    return base64.b64decode(src.split(",", 1)[1]) if src.startswith("data:image/png;base64,") else None
+
+
+def _figure(measured: dict, png: bytes | None) -> Figure:
+    """A measured figure, its smallest text scaled from the PNG's own pixels to the window's."""
+    from course_utils.viz.figures import smallest_text_px
+
+    text = smallest_text_px(png) if png else None
+    shown = None if text is None or not measured["natural"] else text * measured["width"] / measured["natural"]
+    return Figure(measured["width"], measured["height"], measured["freeWidth"], measured["freeHeight"], shown)
 
 
 @pytest.fixture(scope="module")
@@ -166,6 +225,29 @@ def walks(built_course, browser):
 def test_every_slide_fits_the_screen_with_every_fragment_shown(walks, size):
     failing = {w.deck: w.failing() for (_, s), w in walks.items() if s == size and w.failing()}
     assert failing == {}, json.dumps(failing, indent=1)
+
+
+def test_every_figure_is_sized_for_its_slide_and_reads_from_the_back_row(walks):
+    """At 1280 x 720: each figure fills at least 60 % of its slide's free width or height, and its
+    smallest text (the figure's own smallest font, scaled by the size the slide shows it at) is 16 px or more."""
+    unreadable = {w.deck: w.unreadable_figures() for (_, size), w in walks.items()
+                  if size == SIZES[0] and w.unreadable_figures()}
+    assert unreadable == {}, json.dumps(unreadable, indent=1)
+    assert sum(len(s.figures) for (_, size), w in walks.items() if size == SIZES[0] for s in w.slides.values()) >= 30
+
+
+def test_the_outline_the_guide_cites_is_the_decks(walks):
+    """`deck_outline` (the slide numbers and titles docs/TEACHING.md names) matches each built deck."""
+    import nbformat
+
+    from course_utils.course.render import deck_outline
+
+    for name in lessons(ROOT / "notebooks"):
+        outline = deck_outline(nbformat.read(name, as_version=4))
+        walked = walks[name.stem, SIZES[0]]
+        assert len(outline) == walked.total, name.stem
+        titled = {n: s.title for n, s in walked.slides.items() if s.title}
+        assert {n: outline[n - 1] for n in titled} == titled, name.stem
 
 
 def test_the_right_arrow_reaches_every_slide(walks):

@@ -124,7 +124,11 @@ def test_the_fifty_minute_plan_names_real_slides_and_covers_decks_01_and_02():
         every = set(range(1, len(outlines[deck]) + 1))
         assert shown[deck] & skipped[deck] == set(), deck
         assert shown[deck] | skipped[deck] == every, (deck, sorted(every - shown[deck] - skipped[deck]))
-    assert sum(len(s) for s in shown.values()) <= 30  # about 45 minutes at 1.5-2 minutes a slide
+    assert sum(len(s) for s in shown.values()) <= 35  # about 45 minutes: 1.5 minutes a slide, a figure alone less
+    text = (ROOT / "docs" / "TEACHING.md").read_text()
+    total = sum(len(outlines[deck]) for deck in ("01", "02"))
+    assert f"Decks 01 and 02 hold {total} slides" in text
+    assert f"show the {sum(len(s) for s in shown.values())} slides below" in text
 
 
 def test_the_demo_questions_answers_are_what_the_lesson_computes():
@@ -150,3 +154,13 @@ def test_the_demo_questions_answers_are_what_the_lesson_computes():
     why = why[:why.index("\n\n")]
     assert min(weights, key=weights.get) == (1, 8)
     assert f"{weights[(1, 8)]:,} against {weights[best]:,} on {best}" in " ".join(why.split())
+
+
+def test_the_timing_table_gives_each_decks_slide_count():
+    from course_utils.course.render import deck_slides
+
+    text = (ROOT / "docs" / "TEACHING.md").read_text()
+    table = dict(re.findall(r"^\| `(\d\d_\w+)` \| [^|]+\| (\d+) \|", text, re.M))
+    lessons = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert {p.stem: int(table[p.stem]) for p in lessons} == {
+        p.stem: deck_slides(nbformat.read(p, as_version=4)) for p in lessons}

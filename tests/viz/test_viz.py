@@ -105,8 +105,8 @@ def test_draw_model_names_the_dimension_a_3d_kernel_does_not_draw():
     with dist.scope():
         model = transformer_block(heads=4, width=64)
     fig = draw_model(model, dist)
-    query = next(t.get_text() for t in fig.texts if t.get_text().startswith("attn/query/kernel"))
-    assert "(64, 4, 16)" in query and "dim 0 (64): whole, not drawn" in query
+    query = next(" ".join(t.get_text().split()) for t in fig.texts if t.get_text().startswith("attn/query/kernel"))
+    assert "(64, 4, 16)" in query and "dim 0 (64): whole, not drawn" in query  # wrapped to its panel: words compared
 
 
 def test_draw_model_takes_a_report_and_pages_instead_of_shrinking():
@@ -144,10 +144,10 @@ def test_draw_model_draws_a_panel_to_scale_or_says_it_is_not():
     view, title, (w, h) = _panel(rows["mlp/d1/kernel"])
     assert h / w == pytest.approx(64 / 128) and "not to scale" not in title  # wide enough to draw as it is
     view, title, (w, h) = _panel(rows["mlp/d2/kernel"])
-    assert "not to scale (really 12.8\u00d7 taller)" in title  # 128 x 10 would leave no room for the names
+    assert "not to scale (really 12.8\u00d7 taller)" in " ".join(title.split())  # 128 x 10: no room for the names
     assert h > w and h <= MAX_RATIO * BLOCKS + 1e-9  # still taller than wide, and within a panel's box
     fig = draw_model(model, dist)
-    assert "not to scale (really 12.8\u00d7 taller)" in texts(fig) and " ".join(SCALE_RULE.split()) in words(fig)
+    assert "not to scale (really 12.8\u00d7 taller)" in words(fig) and " ".join(SCALE_RULE.split()) in words(fig)
     assert words(fig).count("not to scale (really") == 1
     assert_projected_legibly(fig)
     canvas = FigureCanvasAgg(fig)
@@ -302,3 +302,52 @@ def test_draw_memory_by_compares_the_fullest_device_of_each_layout_in_the_palett
 def test_figures_render_to_png_for_notebooks():
     png = figure_png(draw_mesh(MESH))
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def test_a_png_says_its_smallest_text_and_a_notebook_shows_it_at_half_its_pixels():
+    import io
+
+    from PIL import Image
+
+    from course_utils.viz.figures import notebook_png, smallest_text_pt, smallest_text_px
+
+    fig = draw_mesh(MESH)
+    smallest = smallest_text_pt(fig)
+    assert smallest == min(t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip())
+    assert smallest_text_px(figure_png(fig, dpi=100)) == pytest.approx(smallest / 72 * 100, abs=0.01)
+    png, metadata = notebook_png(fig)
+    assert smallest_text_px(png) == pytest.approx(smallest / 72 * 200, abs=0.01)  # drawn at 200 dpi
+    assert metadata == {"width": round(Image.open(io.BytesIO(png)).width / 2)}  # shown at 100
+    assert smallest_text_px(figure_png(Figure())) is None  # no text: nothing said
+
+
+def test_a_figure_explains_only_the_marks_it_shows():
+    replicated = words(draw_placement(planned_placement((16, 32), TensorLayout((None, None), MESH))))
+    assert "Filled block" not in replicated and "Pale stack" in replicated  # every block has copies
+    split = words(draw_placement(planned_placement((16, 32), TensorLayout(("data", "model"), MESH))))
+    assert "Filled block" in split and "Pale stack" not in split and "Small grid in a block" in split
+    mesh_1x8 = make_mesh((1, 8), ("data", "model"))
+    narrow = draw_placement(planned_placement((64, 128), TensorLayout((None, "model"), mesh_1x8)))
+    assert not marks(narrow, LIT_GID)  # blocks too narrow for their small mesh...
+    assert "Small grid" not in words(narrow)  # ...and the legend does not speak of one
+
+
+def test_a_square_tensor_drawn_squashed_says_so_in_words():
+    from course_utils.viz.panels import panel_views, scale_note
+
+    p = planned_placement((64, 64), TensorLayout((None, "model"), MESH))
+    assert scale_note(p, panel_views(p)[0]) == "not to scale (really square)"  # not "1x taller"
+
+
+def test_draw_bytes_draws_one_bar_per_device_in_its_colour():
+    from course_utils.viz import draw_bytes
+
+    model, dist = _mlp_under_megatron()
+    report = explain_layout(model, dist)
+    fig = draw_bytes(report)
+    heights = np.array([bar.get_height() for bar in marks(fig, BAR_GID)])
+    totals = np.array([report.bytes_per_device[f"cpu:{i}"] for i in range(8)])
+    np.testing.assert_allclose(heights / heights.max(), totals / totals.max())
+    assert [to_hex(bar.get_facecolor()) for bar in marks(fig, BAR_GID)] == list(DEVICE_COLORS)
+    with pytest.raises(ValueError, match="draw_bytes needs a LayoutReport"):
+        draw_bytes(model)
