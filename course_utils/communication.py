@@ -14,9 +14,9 @@ from course_utils.collectives import LayerTable, attribute, by_layer, unmodelled
 from course_utils.expectation import OPTIONAL, expected_collectives, not_modelled
 from course_utils.compiling import READING_COMPILE
 from course_utils.hlo import Collective, collective_ops, parse_collectives
-from course_utils.keras_internals import layout_map_of, state_shardings, symbolic_build, training_state
+from course_utils.keras_internals import state_shardings, symbolic_build, training_state
 from course_utils.layer_outputs import layer_outputs
-from course_utils.layout import outside_the_mesh, require_valid_keys
+from course_utils.layout import require_laid_out
 from course_utils.memory import check_trainable
 from course_utils.placements import placement
 
@@ -185,14 +185,7 @@ def communication_report(model, distribution, batch, *, target_shape=None, targe
     check_trainable(model, "communication_report")
     if compile not in COMPILES:
         raise ValueError(f"compile must be 'quick' or 'full'. Received: compile={compile!r}.")
-    require_valid_keys(layout_map_of(distribution), "communication_report")
-    outside = outside_the_mesh(model.variables, distribution)
-    if outside:
-        raise ValueError(
-            f"communication_report compiles the step the distribution lays out, but {len(outside)} of the model's "
-            f"{len(model.variables)} variables (first: '{outside[0]}') live outside its mesh "
-            f"{tuple(distribution.device_mesh.shape)}: the model was built outside distribution.scope(). Build and "
-            f"compile it inside `with distribution.scope():`, then call communication_report again.")
+    require_laid_out(model, distribution, "communication_report")
     data = training_batch(model, batch, target_shape, target_dtype)
     hlo = compiled_train_step(model, distribution, data, options=COMPILES[compile])
     mesh = distribution.device_mesh

@@ -56,6 +56,19 @@ def require_valid_keys(layout_map, what: str) -> None:
                 f"pattern; check_layout_map(layout_map, model) lists every problem of a map.") from None
 
 
+def require_laid_out(model, distribution, what: str) -> None:
+    """Raises ValueError, with the fix, when `distribution` cannot lay `model` out as `what` needs:
+    a LayoutMap key that is not a regular expression, or variables built outside its scope."""
+    require_valid_keys(layout_map_of(distribution), what)
+    outside = outside_the_mesh(model.variables, distribution)
+    if outside:
+        raise ValueError(
+            f"{what} compiles the step the distribution lays out, but {len(outside)} of the model's "
+            f"{len(model.variables)} variables (first: '{outside[0]}') live outside its mesh "
+            f"{tuple(distribution.device_mesh.shape)}: the model was built outside distribution.scope(). Build and "
+            f"compile it inside `with distribution.scope():`, then call {what} again.")
+
+
 def outside_the_mesh(variables, distribution) -> list[str]:
     """Paths of the variables whose arrays live on devices outside `distribution`'s mesh.
 
