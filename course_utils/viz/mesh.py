@@ -45,13 +45,13 @@ def mesh_scene(mesh, *, title: str | None = None) -> Scene:
     across = min(len(panels), 4)
     down = math.ceil(len(panels) / across)
     cell = min(1.25, (MAX_WIDTH - 1.6 - 0.5 * across) / (across * cols), 6.0 / (down * rows))
+    sized = lambda width: (width, min(width, MAX_GRID_HEIGHT / (down * rows)))  # a tall mesh: cells wider than tall
     colors = mesh_colors(devices, names)
     for _ in range(2):  # smaller cells get longer tick labels, which leave less room for the cells
-        tall = min(cell, MAX_GRID_HEIGHT / (down * rows))  # a tall mesh gets cells wider than tall
-        ticks = [_tick_labels(grid, axis_pair, _labels(cell, tall)) for grid, axis_pair, _ in panels]
+        ticks = [_tick_labels(grid, axis_pair, _labels(*sized(cell))) for grid, axis_pair, _ in panels]
         left = max(_left_room(row_ticks, axis_pair) for (row_ticks, _), (_, axis_pair, _) in zip(ticks, panels))
         cell = min(cell, (MAX_WIDTH - 0.4 - across * (left + 0.3)) / (across * cols))
-    size = (cell, min(cell, MAX_GRID_HEIGHT / (down * rows)))  # (width, height) of a cell, inches
+    size = sized(cell)  # (width, height) of a cell, inches
     below = max((text_size(label, SMALL)[1] for _, col_ticks in ticks for _, label in col_ticks), default=0.0)
     below += 0.1 + line_height(FONT) + 0.15  # the column ticks, then the axis name
     above = line_height(FONT) + 0.1 if panels[0][2] else 0.05

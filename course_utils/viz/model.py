@@ -64,19 +64,19 @@ def model_scene(report, distribution=None, *, page: int = 0, per_page: int = PER
     span = f"variables {page * per_page + 1}-{page * per_page + len(shown)} of {len(report.rows)}"
     more = f", page {page + 1} of {pages}: draw_model(..., page={page + 1}) shows the next" if page + 1 < pages else ""
     heading = wrap(f"{name}{report.title}: {span}{more}", chars_across(width, FONT + 1))
+    filled = any(row.placement.replication == 1 for row in shown)
     copies = any(row.placement.replication > 1 for row in shown)
     panels = [_panel(row) for row in shown]
     squashed = any("not to scale" in title for _, title, _ in panels)  # the rule is said where a panel needs it
-    caption = wrap(legend(shown[0].placement, colors, copies=copies) + (f"\n{SCALE_RULE}" if squashed else ""),
-                   chars_across(width, SMALL))
-    layout = _Layout(width, heading, caption, panels, CHART if bytes_chart or memory is not None else 0.0)
+    caption = lambda grids: wrap(legend(shown[0].placement, colors, filled=filled, copies=copies, grids=grids)
+                                 + (f"\n{SCALE_RULE}" if squashed else ""), chars_across(width, SMALL))
+    layout = _Layout(width, heading, caption(True), panels, CHART if bytes_chart or memory is not None else 0.0)
     scene = Scene(width, layout.height)
     scene.text(width / 2, layout.height - 0.12, heading, FONT + 1, va="top")
     for i, (row, (view, title, _)) in enumerate(zip(shown, panels)):
         draw_panel(scene, layout.rect(i), row.placement, view, colors, title, compact=True)
-    legend_now = legend(shown[0].placement, colors, copies=copies, grids=shows_small_meshes(scene))
-    caption = wrap(legend_now + (f"\n{SCALE_RULE}" if squashed else ""), chars_across(width, SMALL))
-    scene.text(width / 2, layout.bottom - 0.12, caption, SMALL, va="top")  # hung from the room kept for it
+    # what the marks drawn mean, known once drawn: hung from the top of the room kept for the longest caption
+    scene.text(width / 2, layout.bottom - 0.12, caption(shows_small_meshes(scene)), SMALL, va="top")
     if memory is not None:
         memory_bars(scene, layout.chart_rect(), memory)
     elif bytes_chart:

@@ -147,13 +147,13 @@ def tick_labels(p: Placement, view: View, dim) -> list[tuple[int, str]]:
     return [(e, str(e)) for e in kept]
 
 
-def legend(p: Placement, colors: MeshColors, *, copies: bool | None = None, grids: bool = True) -> str:
-    """What the marks of a placement figure mean, in words (`copies`: some block has copies; default: p's;
-    `grids`: some block shows the small mesh).
-
-    A figure of one placement explains only the marks it shows: no filled block when every block has copies.
-    """
-    parts = [f"Filled block: one device holds it ({colors.rule})."] if copies is not None or p.replication == 1 else []
+def legend(p: Placement, colors: MeshColors, *, filled: bool | None = None, copies: bool | None = None,
+           grids: bool = True) -> str:
+    """What the marks of a placement figure mean, in words, only those it shows (`filled`: some block is
+    held by one device, `copies`: some block has copies, by default as in `p`; `grids`: some block shows
+    the small mesh)."""
+    parts = [f"Filled block: one device holds it ({colors.rule})."] if (
+        p.replication == 1 if filled is None else filled) else []
     if p.replication > 1 if copies is None else copies:
         parts.append("Pale stack marked 'N copies' or '\u00d7N': the same block copied on N devices, not a split.")
     if grids and len(p.devices) <= MINI_MESH_MAX:

@@ -54,11 +54,11 @@ def placement_scene(x, *, title: str | None = None, max_ratio: float = 6.0) -> S
     notes = [wrap(_notes(p, v, max_ratio), chars_across(slot - 0.2, SMALL)) for v in views]
     xlabels = [wrap(dim_label(p, v.col_dim), chars_across(panel + 0.4, FONT)) for v in views]
     heading = wrap(title or placement_title(p), chars_across(width, FONT + 1))
-    caption = wrap(legend(p, colors), chars_across(width, SMALL))
+    caption = lambda grids: wrap(legend(p, colors, grids=grids), chars_across(width, SMALL))
     above = max(text_size(n, SMALL)[1] for n in notes) + 0.08 if any(notes) else 0.0
     below = line_height(SMALL) + 0.12 + max(text_size(t, FONT)[1] for t in xlabels)
     row_height = above + panel * ratio + below + 0.25
-    top, bottom = text_size(heading, FONT + 1)[1] + 0.25, text_size(caption, SMALL)[1] + 0.2
+    top, bottom = text_size(heading, FONT + 1)[1] + 0.25, text_size(caption(True), SMALL)[1] + 0.2
     scene = Scene(width, top + rows * row_height - 0.2 + bottom)  # no gap after the last row
     scene.text(width / 2, scene.height - 0.12, heading, FONT + 1, va="top")
     used = cols * (left + panel + 0.25)
@@ -71,8 +71,7 @@ def placement_scene(x, *, title: str | None = None, max_ratio: float = 6.0) -> S
                    ticks=(row_ticks, col_ticks), labels=(_ylabel(p, view, h), xlabel))
     # what the marks drawn mean, known once they are drawn: hung from the top of the room kept for the
     # longest caption, so a shorter one leaves its spare room at the bottom, where the PNG is cropped
-    caption = wrap(legend(p, colors, grids=shows_small_meshes(scene)), chars_across(width, SMALL))
-    scene.text(width / 2, bottom - 0.1, caption, SMALL, va="top")
+    scene.text(width / 2, bottom - 0.1, caption(shows_small_meshes(scene)), SMALL, va="top")
     return scene
 
 

@@ -330,6 +330,8 @@ def test_a_figure_explains_only_the_marks_it_shows():
     narrow = draw_placement(planned_placement((64, 128), TensorLayout((None, "model"), mesh_1x8)))
     assert not marks(narrow, LIT_GID)  # blocks too narrow for their small mesh...
     assert "Small grid" not in words(narrow)  # ...and the legend does not speak of one
+    model, dist = _mlp_under_megatron()  # every block of every weight held by 2 devices or more
+    assert "Filled block" not in words(draw_model(model, dist)) and "Pale stack" in words(draw_model(model, dist))
 
 
 def test_a_square_tensor_drawn_squashed_says_so_in_words():
