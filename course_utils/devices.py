@@ -172,11 +172,23 @@ def scope_for(distribution=None):
     """
     if distribution is not None:
         return distribution.scope()
-    if _current is None:
+    if _current is None or _current.devices[0] == _default_device():
+        # Already where JAX puts un-placed arrays: a device scope would only key JAX's compiled
+        # programs apart, so a model built here and one built in a distribution's scope would each
+        # compile the same initializers again.
         return contextlib.nullcontext()
     import keras
 
     return keras.device(_current.devices[0])
+
+
+def _default_device() -> str:
+    import jax
+
+    default = jax.config.jax_default_device
+    if isinstance(default, str):  # a platform's name: its first device
+        default = jax.devices(default)[0]
+    return device_name(default or jax.devices()[0])
 
 
 def _validate_count(n) -> int:

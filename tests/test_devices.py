@@ -1,4 +1,5 @@
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -170,3 +171,23 @@ def test_the_cache_can_be_turned_off_and_lives_per_environment_outside_the_repos
     assert folder.startswith(str(tmp_path / "course_utils" / "jax-compilation-cache")) and os.path.isdir(folder)
     repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     assert not folder.startswith(repository)
+
+
+def test_a_model_built_on_one_device_shares_its_compiled_initializers_with_a_distribution(caplog):
+    # scope_for(None) adds no device scope when JAX's default device is already the first course
+    # device: a scope would key JAX's compiled programs apart, and every initializer would compile twice.
+    import jax
+    from keras import distribution
+
+    from course_utils import make_mesh, models
+    from course_utils.devices import scope_for
+
+    def build():
+        return models.mlp(inputs=13, hidden=27, classes=5)  # shapes no other test compiles
+
+    with scope_for(None):
+        build()
+    with caplog.at_level(logging.WARNING, logger="jax"), jax.log_compiles(True):
+        with distribution.DataParallel(device_mesh=make_mesh((8,), ("data",))).scope():
+            build()
+    assert not [r.message for r in caplog.records if "XLA compilation" in r.message]

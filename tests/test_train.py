@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import jax
 import keras
 import numpy as np
 import pytest
@@ -50,6 +51,18 @@ def test_per_step_losses_match_a_manual_loop(single, data):
         x, y = data
         manual = [float(model.train_on_batch(x[i:i + BATCH], y[i:i + BATCH])) for i in range(0, ROWS, BATCH)]
     np.testing.assert_allclose(single.losses[: len(manual)], manual, rtol=1e-5)
+
+
+def test_a_single_run_builds_on_the_first_device_with_the_bits_of_an_explicit_device_scope(single, data):
+    # run_training builds without a device scope when JAX's default device is already the first
+    # course device (so its programs are shared with a distribution's builds); nothing else changes.
+    assert all(v.value.devices() == {jax.devices()[0]} for v in single.model.weights)
+    with keras.device("cpu:0"):
+        keras.utils.set_random_seed(0)
+        model = build()
+        model.fit(*data, epochs=2, batch_size=BATCH, shuffle=False, verbose=0)
+    for v in model.weights:
+        assert np.array_equal(np.asarray(v.value), single.weights[v.path]), v.path
 
 
 def test_data_parallel_on_eight_is_equivalent(single, data):
