@@ -3,7 +3,7 @@
 Runs the series twice, each lesson top to bottom in a fresh kernel with 8 simulated CPU devices:
 first with an empty compilation cache (as on a new machine: every program compiled), then again
 with the cache the first pass filled (as every later run). Prints wall seconds and each kernel's
-peak memory against the course's targets, and whether every claim of every lesson held.
+peak memory against each lesson's budget and the course's targets, and whether every claim of every lesson held.
 """
 
 from __future__ import annotations
@@ -17,7 +17,11 @@ import tempfile
 from course_utils.course.runner import execute
 from course_utils.course.transforms import lessons
 
-LESSON_SECONDS, SERIES_SECONDS, KERNEL_MB = 20, 180, 800
+# Every lesson must stay within its budget, cold (the README's benchmark section); the targets are what the
+# course aims at.
+BUDGET_SECONDS, BUDGET_MB = 20, 800
+COLD_SECONDS, WARM_SECONDS, KERNEL_MB = 12, 6, 600  # a lesson's targets
+SERIES_COLD_SECONDS, SERIES_WARM_SECONDS = 60, 30
 
 
 def run_series(folder, *, solutions: bool, cache: str) -> list:
@@ -38,17 +42,19 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="course-bench-cache-") as cache:
         cold = run_series(args.folder, solutions=args.solutions, cache=cache)
         warm = run_series(args.folder, solutions=args.solutions, cache=cache)
-    print(f"{'notebook':32} {'cold s':>7} {'warm s':>7} {'peak MB':>8} {'child MB':>9}  within targets")
+    print(f"{'notebook':32} {'cold s':>7} {'warm s':>7} {'peak MB':>8} {'child MB':>9}  {'budget':>6}  {'targets':>7}")
     for c, w in zip(cold, warm):
         peak = max(c.peak_rss_mb, w.peak_rss_mb)
         child = max(c.child_peak_rss_mb, w.child_peak_rss_mb)
-        ok = c.seconds <= LESSON_SECONDS and peak <= KERNEL_MB
+        budget = c.seconds <= BUDGET_SECONDS and peak <= BUDGET_MB
+        targets = c.seconds <= COLD_SECONDS and w.seconds <= WARM_SECONDS and peak <= KERNEL_MB
         child_mb = f"{child:9.0f}" if child else f"{'-':>9}"
-        print(f"{c.path.name:32} {c.seconds:7.1f} {w.seconds:7.1f} {peak:8.0f} {child_mb}  {'yes' if ok else 'NO'}")
+        print(f"{c.path.name:32} {c.seconds:7.1f} {w.seconds:7.1f} {peak:8.0f} {child_mb}  "
+              f"{_yes(budget):>6}  {_yes(targets):>7}")
     total_cold, total_warm = sum(r.seconds for r in cold), sum(r.seconds for r in warm)
     peak = max(r.peak_rss_mb for r in cold + warm)
-    print(f"{'whole series':32} {total_cold:7.1f} {total_warm:7.1f} {peak:8.0f} {'':9}  "
-          f"{'yes' if total_cold <= SERIES_SECONDS else 'NO'}")
+    series = total_cold <= SERIES_COLD_SECONDS and total_warm <= SERIES_WARM_SECONDS and peak <= KERNEL_MB
+    print(f"{'whole series':32} {total_cold:7.1f} {total_warm:7.1f} {peak:8.0f} {'':9}  {'':6}  {_yes(series):>7}")
     false = [f"{r.path.name}: {v}" for r in cold + warm for v in r.false_claims]
     print(f"claims: {sum(len(r.claims) for r in cold)} per series, "
           + ("every one held, cold and warm" if not false else f"{len(false)} did NOT hold:"))
@@ -56,8 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {line}")
     print("(cold: an empty compilation cache; warm: the cache the cold pass filled. peak MB: the lesson's kernel; "
           "child MB: the largest process the lesson started, e.g. a worker)")
-    print(f"(targets: <= {LESSON_SECONDS} s a lesson, <= {SERIES_SECONDS} s in all, <= {KERNEL_MB} MB a kernel; "
-          f"{os.cpu_count()} CPU cores; devices are simulated, so times show this machine, not a cluster)")
+    print(f"(budget, every lesson: <= {BUDGET_SECONDS} s cold and <= {BUDGET_MB} MB. targets: a lesson <= {COLD_SECONDS} s "
+          f"cold, <= {WARM_SECONDS} s warm; the series <= {SERIES_COLD_SECONDS} s cold, <= {SERIES_WARM_SECONDS} s warm; "
+          f"<= {KERNEL_MB} MB a kernel. {os.cpu_count()} CPU cores; devices are simulated, so times show this machine, "
+          f"not a cluster)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"notebook": c.path.name, "cold_seconds": c.seconds, "warm_seconds": w.seconds,
@@ -65,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
                         "child_peak_rss_mb": max(c.child_peak_rss_mb, w.child_peak_rss_mb)}
                        for c, w in zip(cold, warm)], f, indent=2)
     return 1 if false else 0
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "NO"
 
 
 if __name__ == "__main__":

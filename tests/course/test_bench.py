@@ -26,3 +26,11 @@ def test_a_false_claim_fails_the_benchmark(tmp_path, capsys):
     _lesson(tmp_path, "00_tiny.ipynb", "41.0", "_ == 41.0")
     assert bench.main([str(tmp_path)]) == 1
     assert "2 did NOT hold" in capsys.readouterr().out
+
+
+def test_budget_and_targets_are_judged_apart(tmp_path, capsys, monkeypatch):
+    _lesson(tmp_path, "00_tiny.ipynb", "42.0", "_ == 42.0")
+    monkeypatch.setattr(bench, "COLD_SECONDS", 0)  # no lesson starts that fast: the targets are missed
+    assert bench.main([str(tmp_path)]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("00_tiny.ipynb"))
+    assert line.split()[-2:] == ["yes", "NO"]
