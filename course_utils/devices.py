@@ -167,8 +167,9 @@ def course_devices() -> list[str]:
 def scope_for(distribution=None):
     """Where to build or restore a model: the distribution's scope, else the course's first device.
 
-    Without a distribution and before `setup_devices`, it is a no-op scope
-    (JAX's default device).
+    Without a distribution it is a no-op scope when JAX's default device is
+    already the course's first one (or before `setup_devices`): JAX's default
+    device, with no scope that would key its compiled programs apart.
     """
     if distribution is not None:
         return distribution.scope()
