@@ -1,4 +1,5 @@
-"""A small read-only table: a readable repr in a terminal, HTML in a notebook."""
+"""Text for people: a small read-only table (a readable repr in a terminal, HTML in a notebook), and
+`shown`, how the library and the course machinery quote a value in a message."""
 
 from __future__ import annotations
 
@@ -54,3 +55,12 @@ class Table:
         )
         caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
         return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def shown(value, limit: int = 80, *, as_text: bool = False) -> str:
+    """`repr(value)` (`str` with `as_text`), cut to `limit` characters; the type's name where that fails."""
+    try:
+        text = str(value) if as_text else repr(value)
+    except Exception as error:
+        return f"<a {type(value).__name__} object, whose {'str' if as_text else 'repr'} fails: {type(error).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."

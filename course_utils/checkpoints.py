@@ -23,6 +23,7 @@ import uuid
 import zipfile
 from pathlib import Path
 
+from course_utils._table import shown
 from course_utils.devices import scope_for
 from course_utils.keras_internals import layout_map_of
 from course_utils.layout import require_valid_keys
@@ -55,7 +56,7 @@ def save_checkpoint(model, path) -> Path:
     """
     path = _target(path, "save_checkpoint(model, path)")
     if not hasattr(model, "save"):
-        raise TypeError(f"save_checkpoint(model, path) saves a Keras model. Received: model={_shown(model)} "
+        raise TypeError(f"save_checkpoint(model, path) saves a Keras model. Received: model={shown(model, 60)} "
                         f"({type(model).__name__}).")
     if path.suffix != ".keras":
         raise ValueError(f"Keras saves whole models to files ending in .keras. Received: path='{path}'. "
@@ -104,7 +105,7 @@ def load_checkpoint(path, distribution=None, *, custom_objects=None):
     if distribution is not None and not hasattr(distribution, "get_variable_layout"):
         raise TypeError(
             f"load_checkpoint(path, distribution) restores under a keras.distribution.DataParallel or ModelParallel "
-            f"(or None: one device). Received: distribution={_shown(distribution)} ({type(distribution).__name__}). "
+            f"(or None: one device). Received: distribution={shown(distribution, 60)} ({type(distribution).__name__}). "
             f"Build one first, e.g. DataParallel(devices=...) or ModelParallel(layout_map=..., batch_dim_name='data').")
     if not path.is_file():
         raise FileNotFoundError(f"No checkpoint at '{path}': {_what_is_at(path)}. "
@@ -208,7 +209,7 @@ def _target(path, call: str) -> Path:
     """The file a checkpoint path names: `~` expanded, a symbolic link followed to its target."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{call}: path must be a file path such as 'checkpoints/model.keras'. Received: "
-                        f"{_shown(path)} ({type(path).__name__}). Check the order of the arguments.")
+                        f"{shown(path, 60)} ({type(path).__name__}). Check the order of the arguments.")
     path = Path(path).expanduser()
     return path.resolve() if path.is_symlink() else path  # save over the link's target, keep the link
 
@@ -223,11 +224,6 @@ def _what_is_at(path: Path) -> str:
              (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
     what = next((what for test, what in kinds if test(mode)), "a broken symbolic link")
     return f"it is {what}, not a file"
-
-
-def _shown(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _indivisible_weights(path: Path, distribution) -> list[str]:
