@@ -6,7 +6,12 @@ Every test that needs an executed lesson reads those runs. All runs share this e
 compilation cache, so the second run of a lesson, and every run of a later session, starts from
 the programs the first one compiled.
 
-Browser tests share one headless Chromium (Debian's, driven by Playwright).
+A test module that reads the built course may define `from_built_course(built, browser)`: it is
+called once, in a background thread with a Chromium of its own, as soon as the course is built
+from the learner's runs, so slow browser work (stepping every deck) runs beside the other tests;
+the module's tests read what it returned through the `from_built_course` fixture.
+
+Browser tests share one headless Chromium per test module (Debian's, driven by Playwright).
 """
 
 import json
@@ -16,6 +21,7 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -112,14 +118,18 @@ class LessonRuns:
 
     `start` queues the runs the selected tests need on `LESSON_WORKERS` background threads (each
     run is a kernel process of its own), so the lessons execute while the other tests run; a test
-    asking for a run waits for it, or starts it when nothing queued it.
+    asking for a run waits for it, or starts it when nothing queued it. `course` is the course
+    built from every learner's run, and `after_course` queues work that reads it; both run on one
+    more background thread.
     """
 
-    def __init__(self, folder: Path, binder_env):
-        self.folder, self.binder_env = folder, binder_env
+    def __init__(self, folder: Path, binder_env, lessons: list[Path]):
+        self.folder, self.binder_env, self.lessons = folder, binder_env, lessons
         self.tmpdir: dict[tuple[str, bool], Path] = {}
         self._futures: dict[tuple[str, bool], object] = {}
         self._pool = ThreadPoolExecutor(LESSON_WORKERS, thread_name_prefix="lesson")
+        self._course_pool = ThreadPoolExecutor(1, thread_name_prefix="course")
+        self._course_futures: dict[str, object] = {}
         self._lock = threading.Lock()
 
     def start(self, wanted) -> None:
@@ -133,8 +143,33 @@ class LessonRuns:
     def solved(self, path):
         return self._future(Path(path), True).result()
 
+    def course(self):
+        """The course built once from every learner's run: (the build folder, its index page)."""
+        return self._course_future("", None).result()
+
+    def after_course(self, name: str, work):
+        """`work(course, browser)`, run once per `name` as soon as the course is built, in the
+        background with a Chromium of its own; returns its future."""
+        self._course_future("", None)
+        return self._course_future(name, work)
+
     def close(self) -> None:
+        self._course_pool.shutdown(wait=True, cancel_futures=True)
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _course_future(self, name: str, work):
+        with self._lock:
+            if name not in self._course_futures:
+                job = self._build_course if not name else lambda: _with_chromium(work, self.course())
+                self._course_futures[name] = self._course_pool.submit(job)
+            return self._course_futures[name]
+
+    def _build_course(self):
+        from course_utils.course import render
+
+        out = self.folder / "course_build"
+        out.mkdir()
+        return out, render.build_from_runs([self.learner(path) for path in self.lessons], out)
 
     def summary(self) -> list[str]:
         """One line per lesson run this session: its seconds and its kernel's peak memory."""
@@ -193,17 +228,24 @@ def pytest_collection_modifyitems(session, config, items):
     wanted = sorted(dict.fromkeys(wanted), key=lambda pair: (not pair[1], pair[0].stem))
     learners = [pair for pair in wanted if not pair[1]]
     config.stash[_WANTED] = learners[:1] + [pair for pair in wanted if pair not in learners[:1]]
+    config.stash[_AFTER_COURSE] = list({item.module.__name__: item.module for item in readers
+                                        if "from_built_course" in item.fixturenames}.values())
 
 
 _WANTED = pytest.StashKey[list]()
+_AFTER_COURSE = pytest.StashKey[list]()
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _start_lesson_runs(request):
-    """Queues the selected tests' lesson runs at the session's start, in the background."""
+    """Queues the selected tests' lesson runs at the session's start, in the background, and the
+    work their modules do on the built course (`from_built_course`) right after the course."""
     wanted = request.config.stash.get(_WANTED, [])
     if wanted:
-        request.getfixturevalue("lesson_runs").start(wanted)
+        runs = request.getfixturevalue("lesson_runs")
+        runs.start(wanted)
+        for module in request.config.stash.get(_AFTER_COURSE, []):
+            runs.after_course(module.__name__, module.from_built_course)
     yield
 
 
@@ -213,7 +255,10 @@ _SESSION_RUNS: list = []
 @pytest.fixture(scope="session")
 def lesson_runs(tmp_path_factory):
     """The session's runs of every lesson (`LessonRuns`); Binder's environment is built on first use."""
-    runs = LessonRuns(tmp_path_factory.mktemp("lesson_runs"), lambda: _binder_env(tmp_path_factory))
+    from course_utils.course.transforms import lessons
+
+    runs = LessonRuns(tmp_path_factory.mktemp("lesson_runs"), lambda: _binder_env(tmp_path_factory),
+                      lessons(ROOT / "notebooks"))
     _SESSION_RUNS.append(runs)
     yield runs
     runs.close()
@@ -230,19 +275,20 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture(scope="session")
-def built_course(tmp_path_factory, lesson_runs):
+def built_course(lesson_runs):
     """The course built once per test session from the learner's runs: every lesson's rendered page
     and its deck side by side (tests/course/test_render.py and test_decks.py share it).
 
     Returns:
         (the build folder, its index page).
     """
-    from course_utils.course import render
-    from course_utils.course.transforms import lessons
+    return lesson_runs.course()
 
-    out = tmp_path_factory.mktemp("course_build")
-    runs = [lesson_runs.learner(path) for path in lessons(ROOT / "notebooks")]
-    return out, render.build_from_runs(runs, out)
+
+@pytest.fixture(scope="module")
+def from_built_course(request, built_course, lesson_runs):
+    """What the test module's `from_built_course(built_course, browser)` returned, run in the background."""
+    return lesson_runs.after_course(request.module.__name__, request.module.from_built_course).result()
 
 
 @pytest.fixture(scope="module")
@@ -251,6 +297,13 @@ def browser():
 
     Closed at the end of each test module, so no browser process outlives the tests that use it.
     """
+    with _chromium() as instance:
+        yield instance
+
+
+@contextmanager
+def _chromium():
+    """A headless Chromium of this thread's own (Playwright's objects belong to the thread that made them)."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -265,6 +318,11 @@ def browser():
             yield instance
         finally:
             instance.close()
+
+
+def _with_chromium(work, course):
+    with _chromium() as instance:
+        return work(course, instance)
 
 
 def _two_dense_mlp(hidden=32):

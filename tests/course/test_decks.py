@@ -10,7 +10,8 @@ leaves the build folder (requests are recorded, and the outside ones refused). L
 slides are saved as screenshots under test-artifacts/decks/, every fragment shown.
 
 The build is the session's one build (`built_course` in tests/conftest.py), shared with the
-render test.
+render test. The walks, and a load of every page, happen in `from_built_course`: tests/conftest.py
+runs it in the background as soon as the course is built, beside the other tests.
 """
 
 from __future__ import annotations
@@ -202,9 +203,14 @@ def _figure(measured: dict, png: bytes | None) -> Figure:
     return Figure(measured["width"], measured["height"], measured["freeWidth"], measured["freeHeight"], shown)
 
 
-@pytest.fixture(scope="module")
-def walks(built_course, browser):
-    out, _ = built_course
+def from_built_course(built_course, browser) -> dict:
+    """Every deck walked at both sizes, and every page loaded, recording the requests that leave the
+    build folder. Run once, in the background (tests/conftest.py), with a Chromium of its own.
+
+    Returns:
+        {"walks": {(deck, size): Walk}, "pages": {page file name: [requests outside]}}.
+    """
+    out, index = built_course
     names = [p.stem for p in lessons(ROOT / "notebooks")]
     result = {}
     for name in names:
@@ -217,8 +223,20 @@ def walks(built_course, browser):
         lines.append(f"{name:28} {result[name, SIZES[0]].total:>6} " + " ".join(f"{f:>14}" for f in fits))
     SHOTS.mkdir(parents=True, exist_ok=True)
     (SHOTS / "summary.txt").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    return result
+    pages = {}
+    for page_file in [index, *sorted(out.glob("[0-9][0-9]_*[a-z].html"))]:
+        page = browser.new_page()
+        _, pages[page_file.name] = record_requests(page, out)
+        page.goto(page_file.resolve().as_uri())
+        page.wait_for_load_state("load")
+        page.close()
+    return {"walks": result, "pages": pages, "summary": lines}
+
+
+@pytest.fixture(scope="module")
+def walks(from_built_course):
+    print("\n".join(from_built_course["summary"]))
+    return from_built_course["walks"]
 
 
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
@@ -261,17 +279,13 @@ def test_every_slide_has_speaker_notes(walks):
     assert {deck: slides for deck, slides in bare.items() if slides} == {}
 
 
-def test_no_request_leaves_the_build_folder(walks, built_course, browser):
+def test_no_request_leaves_the_build_folder(walks, from_built_course, built_course):
     out, index = built_course
     assert {w.deck: w.outside for w in walks.values() if w.outside} == {}
     assert all(w.requests >= 3 for w in walks.values())  # reveal.js, its notes plugin, the theme
-    for page_file in [index, *sorted(out.glob("[0-9][0-9]_*[a-z].html"))]:
-        page = browser.new_page()
-        seen, outside = record_requests(page, out)
-        page.goto(page_file.resolve().as_uri())
-        page.wait_for_load_state("load")
-        page.close()
-        assert outside == [], f"{page_file.name} asked the network for {outside}"
+    pages = from_built_course["pages"]
+    assert {index.name, *(f"{p.stem}.html" for p in lessons(ROOT / "notebooks"))} <= set(pages)
+    assert {name: outside for name, outside in pages.items() if outside} == {}
 
 
 def test_links_between_lessons_point_at_built_files(built_course):
