@@ -88,22 +88,28 @@ def set_keras_backend(site_packages: str | os.PathLike | None = None) -> Path:
     return path
 
 
-def check_backend(python: Sequence[str] = (sys.executable,), env: dict[str, str] | None = None) -> Finding:
+def check_backend(python: Sequence[str] = (sys.executable,), env: dict[str, str] | None = None, *,
+                  probe: subprocess.Popen | None = None) -> Finding:
     """What a bare `import keras` picks in a fresh process of this environment, KERAS_BACKEND unset.
 
     Kernels started by VS Code, Binder or `jupyter execute` do not inherit
     this shell's variables, so the environment itself must pick JAX.
+
+    Args:
+        python: The interpreter's command line.
+        env: The environment the fresh process starts from (this one's by default).
+        probe: That process, already started by `start_backend_probe` (`run` starts it beside
+            the other checks).
     """
     backend = os.environ.get("KERAS_BACKEND")
     if backend not in (None, "jax"):
         return Finding("Keras backend", f"KERAS_BACKEND={backend!r}", "unset KERAS_BACKEND or set it to 'jax'")
-    fresh = {k: v for k, v in (os.environ if env is None else env).items() if k != "KERAS_BACKEND"}
-    try:
-        run = subprocess.run([*python, "-c", _BARE_IMPORT], capture_output=True, text=True, env=fresh, timeout=120)
+    run = _finish(probe or start_backend_probe(python, env), 120)
+    if run is None:
+        picked, why = None, "it did not finish in 120 s"
+    else:
         picked = next((line[8:] for line in run.stdout.splitlines() if line.startswith("backend=")), None)
         why = (run.stderr.strip().splitlines() or ["no output"])[-1]
-    except subprocess.TimeoutExpired:
-        picked, why = None, "it did not finish in 120 s"
     if picked == "jax":
         return Finding("Keras backend", "jax (a bare `import keras` in a fresh process picks it)")
     seen = (f"a bare `import keras` in a fresh process picks {picked!r}" if picked
@@ -112,19 +118,27 @@ def check_backend(python: Sequence[str] = (sys.executable,), env: dict[str, str]
                    f"run `{_SET_BACKEND}` in the course's environment (make lab does it)")
 
 
+def start_backend_probe(python: Sequence[str] = (sys.executable,),
+                        env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Starts the fresh process of `check_backend`: a bare `import keras`, KERAS_BACKEND unset."""
+    fresh = {k: v for k, v in (os.environ if env is None else env).items() if k != "KERAS_BACKEND"}
+    return _start([*python, "-c", _BARE_IMPORT], env=fresh)
+
+
 _START_JAX = "import jax; print('setup=' + str(len(jax.devices())))"  # starts JAX's backends, as setup_devices will
 
 
-def check_jax_starts(python: Sequence[str] = (sys.executable,)) -> Finding | None:
+def check_jax_starts(python: Sequence[str] = (sys.executable,), *,
+                     probe: subprocess.Popen | None = None) -> Finding | None:
     """None when JAX starts its devices in a fresh process of this environment; else what stopped it.
 
     Tried in a separate process first: an unknown flag in XLA_FLAGS ends the
     process that starts JAX (XLA aborts, nothing to catch), and a platform
     named in JAX_PLATFORMS that this machine lacks raises deep inside JAX.
+    `probe` is that process, when `start_jax_probe` already started it.
     """
-    try:
-        run = subprocess.run([*python, "-c", _START_JAX], capture_output=True, text=True, timeout=300)
-    except subprocess.TimeoutExpired:
+    run = _finish(probe or start_jax_probe(python), 300)
+    if run is None:
         return Finding("devices", "starting JAX did not finish in 300 s", "run `make doctor` again; restart the machine")
     if run.returncode == 0 and "setup=" in run.stdout:
         return None
@@ -142,10 +156,34 @@ def check_jax_starts(python: Sequence[str] = (sys.executable,)) -> Finding | Non
     return Finding("devices", f"JAX cannot start: {last[:300]}", fix)
 
 
-def check_devices(n: int = 8) -> tuple[Finding, object]:
+def start_jax_probe(python: Sequence[str] = (sys.executable,)) -> subprocess.Popen:
+    """Starts the fresh process of `check_jax_starts`: JAX starting its devices."""
+    return _start([*python, "-c", _START_JAX])
+
+
+def _start(command: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _finish(process: subprocess.Popen, timeout: float) -> subprocess.CompletedProcess | None:
+    """The process's outputs once it ends; None (and the process killed) when it runs past `timeout`."""
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        return None
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def check_devices(n: int = 8, *, jax_probe: subprocess.Popen | None = None) -> tuple[Finding, object]:
+    """Which devices the course will use, and why; also the set-up, or None when JAX cannot start.
+
+    `jax_probe`: the fresh process of `check_jax_starts`, when `start_jax_probe` already started it.
+    """
     from course_utils.devices import DeviceSetupError, setup_devices
 
-    stopped = check_jax_starts()
+    stopped = check_jax_starts(probe=jax_probe)
     if stopped is not None:
         return stopped, None
     try:
@@ -255,15 +293,18 @@ def requirement_pins(path: Path) -> dict[str, str]:
 def run(out=sys.stdout) -> int:
     """Runs every check, prints the report, returns the exit status (0: ready)."""
     pins = requirement_pins(Path(__file__).resolve().parents[2] / "requirements.txt")
-    findings = [check_python(), *check_packages(pins), check_backend()]
-    if findings[-1].fix is None:  # devices are only worth checking with Keras on JAX
-        device_finding, setup = check_devices()
-        findings.append(device_finding)
-        if setup is not None:
-            findings.append(check_compilation_cache(setup))
-            findings.append(check_mesh_computation())
-            findings.append(check_keras_internals())
-            findings.append(check_jax_internals())
+    # The two fresh processes (a bare `import keras`; JAX starting its devices) run side by side,
+    # while the devices are checked here.
+    backend_probe, jax_probe = start_backend_probe(), start_jax_probe()
+    try:
+        findings = [check_python(), *check_packages(pins)]
+        on_jax = os.environ.get("KERAS_BACKEND") in (None, "jax")  # Keras here (the fresh process: check_backend)
+        devices = _device_findings(jax_probe) if on_jax else []
+        findings.append(check_backend(probe=backend_probe))
+        if findings[-1].fix is None:  # devices are only worth reporting with Keras on JAX
+            findings += devices
+    finally:
+        _stop(backend_probe, jax_probe)
     findings.append(check_memory())
     for finding in findings:
         print(finding, file=out)
@@ -271,6 +312,22 @@ def run(out=sys.stdout) -> int:
     print(f"\n{'Ready for the course.' if not problems else f'{len(problems)} problem(s) to fix (see fix: lines).'}",
           file=out)
     return 1 if problems else 0
+
+
+def _device_findings(jax_probe: subprocess.Popen) -> list[Finding]:
+    device_finding, setup = check_devices(jax_probe=jax_probe)
+    if setup is None:
+        return [device_finding]
+    return [device_finding, check_compilation_cache(setup), check_mesh_computation(), check_keras_internals(),
+            check_jax_internals()]
+
+
+def _stop(*processes: subprocess.Popen) -> None:
+    """Ends the probes no check read (a report cut short), so none outlives the doctor."""
+    for process in processes:
+        if process.returncode is None:
+            process.kill()
+            process.communicate()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

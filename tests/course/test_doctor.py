@@ -53,6 +53,33 @@ def test_another_keras_backend_is_a_problem_with_a_fix():
     assert "KERAS_BACKEND='torch'" in result.stdout and "set it to 'jax'" in result.stdout
 
 
+def test_a_fresh_process_on_another_backend_is_the_one_problem_and_no_probe_outlives_the_report(monkeypatch):
+    """The two fresh processes run beside the device checks; when the bare `import keras` picks another
+    backend, the report says so and leaves the devices out, as it did when it checked them one by one."""
+    import io
+
+    started = []
+
+    def other_backend(*args, **kwargs):
+        started.append(subprocess.Popen([sys.executable, "-c", "print('backend=torch')"], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True))
+        return started[-1]
+
+    def jax_starts(*args, _real=doctor.start_jax_probe):
+        started.append(_real(*args))
+        return started[-1]
+
+    monkeypatch.setattr(doctor, "start_backend_probe", other_backend)
+    monkeypatch.setattr(doctor, "start_jax_probe", jax_starts)
+    out = io.StringIO()
+    assert doctor.run(out) == 1
+    report = out.getvalue()
+    assert "[NO ] Keras backend: a bare `import keras` in a fresh process picks 'torch', not 'jax'" in report
+    assert "devices:" not in report and "2 x 4 mesh" not in report and "[ok ] free memory" in report
+    assert report.rstrip().endswith("1 problem(s) to fix (see fix: lines).")
+    assert len(started) == 2 and all(process.returncode is not None for process in started)
+
+
 def test_the_cache_turned_off_is_said():
     from course_utils.devices import DeviceSetup
 
