@@ -80,17 +80,26 @@ def abstract_model(model, config: dict | None = None, **overrides):
     Returns:
         A Keras model whose variables hold no memory. Ask it for shapes and
         paths only: reading a variable's value would allocate it. A preset
-        named alone is built once per session: asked again (by a lesson and
-        its checkers), the same shape-only model comes back.
+        named by its name is built once per session for each set of overrides:
+        asked again (by a lesson and its checkers), the same shape-only model
+        comes back.
     """
-    if isinstance(model, str) and config is None and not overrides:
-        return _preset_model(model)
+    if isinstance(model, str) and config is None and _hashable(overrides):
+        return _preset_model(model, tuple(sorted(overrides.items())))
     return _build_abstract(model, config, overrides)
 
 
+def _hashable(overrides: dict) -> bool:
+    try:
+        hash(tuple(overrides.items()))
+    except TypeError:  # e.g. a list: that model is built afresh each time
+        return False
+    return True
+
+
 @functools.cache
-def _preset_model(name: str):
-    return _build_abstract(name, None, {})
+def _preset_model(name: str, overrides: tuple):
+    return _build_abstract(name, None, dict(overrides))
 
 
 def _build_abstract(model, config, overrides):

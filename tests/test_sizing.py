@@ -110,8 +110,11 @@ def test_one_shape_only_plan_serves_every_layout_of_a_model():
     assert grown.max_total == fresh.max_total + 4 * 64 * 8 * 4  # weight, gradient, two Adam moments, float32
 
 
-def test_a_preset_named_alone_is_built_once_and_overrides_build_anew():
+def test_a_preset_is_built_once_for_each_set_of_overrides():
     assert abstract_model("gemma_2b_en") is abstract_model("gemma_2b_en")
     half = abstract_model("gemma_2b_en", dtype="bfloat16")
     assert half is not abstract_model("gemma_2b_en")
+    assert half is abstract_model("gemma_2b_en", dtype="bfloat16")  # a lesson's model, its checker's too
+    assert {v.dtype for v in half.weights} == {"bfloat16"}
+    assert {v.dtype for v in abstract_model("gemma_2b_en").weights} == {"float32"}
     assert training_memory(half, (8, 1)).max_total < training_memory("gemma_2b_en", (8, 1)).max_total
