@@ -109,7 +109,10 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
     cells += [_harness_cell(source, "extra") for source in extra_cells]
     cells.append(_harness_cell(_PROBE + "\nfrom course_utils.course.claims import report as _course_report\nprint(_course_report())", "probe"))
     notebook.cells = cells
-    client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel,
+    # Everything the run reports is read before the kernel stops, so it is stopped at once: a graceful
+    # shutdown only spends a second tearing Keras and JAX down, which no learner waits for (a lesson
+    # cleans up after itself in its cells: tests/test_checkpoints.py checks lesson 07's temporary folder).
+    client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel, shutdown_kernel="immediate",
                             resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     client.execute(**({"env": {**os.environ, **env}} if env else {}))
