@@ -205,7 +205,8 @@ def pytest_configure(config):
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected: no run starts for a test that will not run
 def pytest_collection_modifyitems(session, config, items):
-    """Tests that read lesson runs go last, and the runs they need are noted for `_start_lesson_runs`.
+    """Tests that read lesson runs go last (after those that need Binder's environment), and the runs
+    they need are noted for `_start_lesson_runs`.
 
     A test's `lesson_runs` marker names the kinds it reads ('learner', 'solved'); one that reaches
     the runs only through `built_course` reads the learner's; one with neither gets both. A test
@@ -214,7 +215,10 @@ def pytest_collection_modifyitems(session, config, items):
     from course_utils.course.transforms import lessons
 
     readers = [item for item in items if "lesson_runs" in getattr(item, "fixturenames", ())]
-    items[:] = [item for item in items if item not in readers] + readers
+    # a test of Binder's environment waits for its build (in the background, for the first learner's
+    # run): it goes after the other tests, which run meanwhile
+    binder = [item for item in items if item not in readers and "binder_env" in getattr(item, "fixturenames", ())]
+    items[:] = [item for item in items if item not in readers and item not in binder] + binder + readers
     every = lessons(ROOT / "notebooks")
     wanted = []
     for item in readers:
