@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in false:
         print(f"  {line}")
     print("(cold: an empty compilation cache; warm: the cache the cold pass filled. peak MB: the lesson's kernel; "
-          "child MB: the largest process the lesson started, e.g. a worker)")
+          "child MB: at most, the largest process the lesson started, e.g. a worker)")
     print(f"(budget, every lesson: <= {BUDGET_SECONDS} s cold and <= {BUDGET_MB} MB. targets: a lesson <= {COLD_SECONDS} s "
           f"cold, <= {WARM_SECONDS} s warm; the series <= {SERIES_COLD_SECONDS} s cold, <= {SERIES_WARM_SECONDS} s warm; "
           f"<= {KERNEL_MB} MB a kernel. {os.cpu_count()} CPU cores; devices are simulated, so times show this machine, "

@@ -18,10 +18,18 @@ import nbformat
 from course_utils.course.transforms import with_solutions
 
 _MARK = "COURSE_PEAK_RSS="
+# The kernel's own peak: Linux's VmHWM. Its ru_maxrss would also count the memory of the process that
+# started it (Linux carries a parent's peak into the child it starts),
+# so a kernel started by a large test process would seem as large. Elsewhere, ru_maxrss.
 _PROBE = (
     "import resource as _r, sys as _s\n"
-    "_kb = [_r.getrusage(w).ru_maxrss // (1024 if _s.platform == 'darwin' else 1)\n"
-    "       for w in (_r.RUSAGE_SELF, _r.RUSAGE_CHILDREN)]\n"
+    "_unit = 1024 if _s.platform == 'darwin' else 1\n"
+    "try:\n"
+    "    with open('/proc/self/status') as _f:\n"
+    "        _own = int(next(_l for _l in _f if _l.startswith('VmHWM:')).split()[1])\n"
+    "except (OSError, StopIteration, ValueError):\n"
+    "    _own = _r.getrusage(_r.RUSAGE_SELF).ru_maxrss // _unit\n"
+    "_kb = [_own, _r.getrusage(_r.RUSAGE_CHILDREN).ru_maxrss // _unit]\n"
     f"print('{_MARK}' + ' '.join(map(str, _kb)) + ' ' + _s.prefix)"
 )
 
@@ -40,8 +48,9 @@ class LessonRun:
         notebook: The lesson as it ran, with its outputs: only the lesson's own cells (the cells
             the runner adds to check claims, run extras and measure memory are taken out).
         seconds: Wall time of the whole run.
-        peak_rss_mb: The kernel's peak resident memory.
-        child_peak_rss_mb: The largest process the lesson started (lesson 06's workers).
+        peak_rss_mb: The kernel's own peak resident memory.
+        child_peak_rss_mb: The largest process the lesson started (lesson 06's workers), at most:
+            Linux counts in a child's peak the memory the kernel held when it started the child.
         extras: The extra cells, as they ran (their outputs).
         claims: The verdict of every claim the lesson makes (`course_utils.course.claims`).
         kernel_prefix: The kernel's `sys.prefix`: the environment it ran in.

@@ -1,0 +1,24 @@
+"""A lesson run reports its kernel's own time, claims and memory."""
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook
+
+from course_utils.course.runner import execute
+
+ALLOCATED_MB = 700
+
+
+def test_a_kernels_peak_is_its_own_not_that_of_the_process_that_started_it(tmp_path):
+    """Linux carries a parent's peak memory into the child it starts: a kernel started by this test
+    process, made large here, must still report only what the kernel itself held."""
+    notebook = new_notebook(cells=[new_code_cell("held = bytearray(200 * 2**20)\nfor i in range(0, len(held), 4096):\n"
+                                                 "    held[i] = 1")])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "00_tiny.ipynb"
+    nbformat.write(notebook, path)
+    large = bytearray(ALLOCATED_MB * 2**20)
+    for i in range(0, len(large), 4096):
+        large[i] = 1
+    run = execute(path)
+    del large
+    assert 200 <= run.peak_rss_mb < ALLOCATED_MB, run.peak_rss_mb
