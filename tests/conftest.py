@@ -9,7 +9,12 @@ the programs the first one compiled.
 A test module that reads the built course may define `from_built_course(built, browser)`: it is
 called once, in a background thread with a Chromium of its own, as soon as the course is built
 from the learner's runs, so slow browser work (stepping every deck) runs beside the other tests;
-the module's tests read what it returned through the `from_built_course` fixture.
+the module's tests read what it returned through the `from_built_course` fixture. A module whose
+slow work needs no lesson run (nbgrader's grading) may define `in_background(folder)` instead: it
+is called once, in the same background thread, after the work on the course (when the lesson runs
+no longer take both cores), and the module's tests read what it returned through the
+`in_background` fixture. Tests that read either run after the
+others, as do the tests that read lesson runs.
 
 Browser tests share one headless Chromium per test module (Debian's, driven by Playwright).
 """
@@ -119,8 +124,8 @@ class LessonRuns:
     `start` queues the runs the selected tests need on `LESSON_WORKERS` background threads (each
     run is a kernel process of its own), so the lessons execute while the other tests run; a test
     asking for a run waits for it, or starts it when nothing queued it. `course` is the course
-    built from every learner's run, and `after_course` queues work that reads it; both run on one
-    more background thread.
+    built from every learner's run, `after_course` queues work that reads it, and `background`
+    work that needs no run; all three run, in the order queued, on one more background thread.
     """
 
     def __init__(self, folder: Path, binder_env, lessons: list[Path]):
@@ -153,6 +158,11 @@ class LessonRuns:
         self._course_future("", None)
         return self._course_future(name, work)
 
+    def background(self, name: str, work):
+        """`work(folder)`, run once per `name` on the background thread, with a new folder of its own;
+        returns its future."""
+        return self._course_future(f"background {name}", lambda: work(self._new_folder(name)))
+
     def close(self) -> None:
         self._course_pool.shutdown(wait=True, cancel_futures=True)
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -160,9 +170,15 @@ class LessonRuns:
     def _course_future(self, name: str, work):
         with self._lock:
             if name not in self._course_futures:
-                job = self._build_course if not name else lambda: _with_chromium(work, self.course())
+                job = (self._build_course if not name else work if name.startswith("background ")
+                       else lambda: _with_chromium(work, self.course()))
                 self._course_futures[name] = self._course_pool.submit(job)
             return self._course_futures[name]
+
+    def _new_folder(self, name: str) -> Path:
+        folder = self.folder / f"background-{name.rsplit('.', 1)[-1]}"
+        folder.mkdir()
+        return folder
 
     def _build_course(self):
         from course_utils.course import render
@@ -216,9 +232,12 @@ def pytest_collection_modifyitems(session, config, items):
 
     readers = [item for item in items if "lesson_runs" in getattr(item, "fixturenames", ())]
     # a test of Binder's environment waits for its build (in the background, for the first learner's
-    # run): it goes after the other tests, which run meanwhile
-    binder = [item for item in items if item not in readers and "binder_env" in getattr(item, "fixturenames", ())]
-    items[:] = [item for item in items if item not in readers and item not in binder] + binder + readers
+    # run), and one that reads background work waits for it: they go after the other tests, which run meanwhile
+    waiting = [item for item in items if item not in readers
+               and {"binder_env", "in_background"} & set(getattr(item, "fixturenames", ()))]
+    items[:] = [item for item in items if item not in readers and item not in waiting] + waiting + readers
+    config.stash[_BACKGROUND] = list({item.module.__name__: item.module for item in waiting
+                                      if "in_background" in item.fixturenames}.values())
     every = lessons(ROOT / "notebooks")
     wanted = []
     for item in readers:
@@ -238,18 +257,23 @@ def pytest_collection_modifyitems(session, config, items):
 
 _WANTED = pytest.StashKey[list]()
 _AFTER_COURSE = pytest.StashKey[list]()
+_BACKGROUND = pytest.StashKey[list]()
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _start_lesson_runs(request):
-    """Queues the selected tests' lesson runs at the session's start, in the background, and the
-    work their modules do on the built course (`from_built_course`) right after the course."""
+    """Queues the selected tests' lesson runs at the session's start, in the background, their modules'
+    work that needs no run (`in_background`), and the work they do on the built course
+    (`from_built_course`) right after the course."""
     wanted = request.config.stash.get(_WANTED, [])
     if wanted:
         runs = request.getfixturevalue("lesson_runs")
         runs.start(wanted)
         for module in request.config.stash.get(_AFTER_COURSE, []):
             runs.after_course(module.__name__, module.from_built_course)
+    # after the work on the course, when the lesson runs no longer take both cores
+    for module in request.config.stash.get(_BACKGROUND, []):
+        request.getfixturevalue("lesson_runs").background(module.__name__, module.in_background)
     yield
 
 
@@ -287,6 +311,17 @@ def built_course(lesson_runs):
         (the build folder, its index page).
     """
     return lesson_runs.course()
+
+
+@pytest.fixture(scope="module")
+def in_background(request):
+    """What the test module's `in_background(folder)` returned, run in the background (queued at the session's start).
+
+    (`lesson_runs` is asked for here, not named as an argument: a test that reads background work does
+    not read lesson runs, so it must not start them.)
+    """
+    runs = request.getfixturevalue("lesson_runs")
+    return runs.background(request.module.__name__, request.module.in_background).result()
 
 
 @pytest.fixture(scope="module")

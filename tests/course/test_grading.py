@@ -3,7 +3,8 @@
 The build writes an nbgrader course directory from lesson 01, nbgrader's own
 generate_assignment writes the release version, and nbgrader autograde scores a
 student notebook with one right, one wrong and one untouched answer (1, 0, 0) and
-the source version, every solution in place (1, 1, 1).
+the source version, every solution in place (1, 1, 1). The building, handing in and grading
+happen once, in `in_background`, beside the other tests; the tests read what it left.
 """
 
 from pathlib import Path
@@ -20,9 +21,21 @@ ROOT = Path(__file__).resolve().parents[2]
 LESSON = ROOT / "notebooks" / "01_mesh_grids.ipynb"
 
 
+def in_background(folder: Path) -> dict:
+    """The course directory built (lesson 02 is released too, and nobody hands it in), five students'
+    notebooks handed in, and lesson 01 graded. Run once, in the background (tests/conftest.py):
+    nbgrader's commands are processes of their own, and take a while."""
+    course = build_course(ROOT / "notebooks", folder / "course", only=("01", "02"))
+    before = _hand_in(course)
+    from course_utils.course.grading import grade
+
+    submissions, grades, left_out = grade(course, "lesson01")
+    return {"course": course, "before": before, "submissions": submissions, "grades": grades, "left_out": left_out}
+
+
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):  # lesson 02 is released too, and nobody hands it in
-    return build_course(ROOT / "notebooks", tmp_path_factory.mktemp("nbgrader") / "course", only=("01", "02"))
+def course(in_background):
+    return in_background["course"]
 
 
 def _cells(path):
@@ -72,8 +85,8 @@ def _answered(notebook, answers: dict[str, str]):
     return notebook
 
 
-def test_autograde_scores_known_submissions(course):
-    from course_utils.course.grading import grade
+def _hand_in(course) -> bytes:
+    """Five students hand in lesson 01 (one of them the wrong lesson); returns cy's notebook as handed in."""
     from course_utils.course.transforms import student_notebook
 
     lesson = nbformat.read(LESSON, as_version=4)
@@ -95,7 +108,12 @@ def test_autograde_scores_known_submissions(course):
     _submit(course, "dee", _answered(student_notebook(nbformat.read(LESSON, as_version=4)),
                                      {"01.1": right, "01.2": wrong}), name="01_mesh_grids-Copy1.ipynb")
     _submit(course, "eve", nbformat.read(ROOT / "notebooks" / "02_axis_roles.ipynb", as_version=4))  # wrong lesson
-    submissions, grades, left_out = grade(course, "lesson01")
+    return before
+
+
+def test_autograde_scores_known_submissions(in_background):
+    course, before = in_background["course"], in_background["before"]
+    submissions, grades, left_out = (in_background[k] for k in ("submissions", "grades", "left_out"))
     status = {s.student: s.status for s in submissions}
     assert status == {"ada": "as released", "bob": "as released", "cy": "carried over", "dee": "carried over",
                       "eve": "refused"}
