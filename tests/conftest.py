@@ -150,13 +150,13 @@ class LessonRuns:
 
     def course(self):
         """The course built once from every learner's run: (the build folder, its index page)."""
-        return self._course_future("", None).result()
+        return self._course_future("", self._build_course).result()
 
     def after_course(self, name: str, work):
         """`work(course, browser)`, run once per `name` as soon as the course is built, in the
         background with a Chromium of its own; returns its future."""
-        self._course_future("", None)
-        return self._course_future(name, work)
+        self._course_future("", self._build_course)  # queued first: the work reads it
+        return self._course_future(name, lambda: _with_chromium(work, self.course()))
 
     def background(self, name: str, work):
         """`work(folder)`, run once per `name` on the background thread, with a new folder of its own;
@@ -167,11 +167,10 @@ class LessonRuns:
         self._course_pool.shutdown(wait=True, cancel_futures=True)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def _course_future(self, name: str, work):
+    def _course_future(self, name: str, job):
+        """`job()` queued once per `name` on the background thread; its future."""
         with self._lock:
             if name not in self._course_futures:
-                job = (self._build_course if not name else work if name.startswith("background ")
-                       else lambda: _with_chromium(work, self.course()))
                 self._course_futures[name] = self._course_pool.submit(job)
             return self._course_futures[name]
 
@@ -236,8 +235,7 @@ def pytest_collection_modifyitems(session, config, items):
     waiting = [item for item in items if item not in readers
                and {"binder_env", "in_background"} & set(getattr(item, "fixturenames", ()))]
     items[:] = [item for item in items if item not in readers and item not in waiting] + waiting + readers
-    config.stash[_BACKGROUND] = list({item.module.__name__: item.module for item in waiting
-                                      if "in_background" in item.fixturenames}.values())
+    config.stash[_BACKGROUND] = _modules_reading(waiting, "in_background")
     every = lessons(ROOT / "notebooks")
     wanted = []
     for item in readers:
@@ -251,8 +249,12 @@ def pytest_collection_modifyitems(session, config, items):
     wanted = sorted(dict.fromkeys(wanted), key=lambda pair: (not pair[1], pair[0].stem))
     learners = [pair for pair in wanted if not pair[1]]
     config.stash[_WANTED] = learners[:1] + [pair for pair in wanted if pair not in learners[:1]]
-    config.stash[_AFTER_COURSE] = list({item.module.__name__: item.module for item in readers
-                                        if "from_built_course" in item.fixturenames}.values())
+    config.stash[_AFTER_COURSE] = _modules_reading(readers, "from_built_course")
+
+
+def _modules_reading(items, fixture: str) -> list:
+    """The test modules of `items` with a test that reads `fixture`, each once, in order."""
+    return list({item.module.__name__: item.module for item in items if fixture in item.fixturenames}.values())
 
 
 _WANTED = pytest.StashKey[list]()
