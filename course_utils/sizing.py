@@ -84,17 +84,20 @@ def abstract_model(model, config: dict | None = None, **overrides):
         asked again (by a lesson and its checkers), the same shape-only model
         comes back.
     """
-    if isinstance(model, str) and config is None and _hashable(overrides):
-        return _preset_model(model, tuple(sorted(overrides.items())))
+    key = _overrides_key(overrides)
+    if isinstance(model, str) and config is None and key is not None:
+        return _preset_model(model, key)
     return _build_abstract(model, config, overrides)
 
 
-def _hashable(overrides: dict) -> bool:
+def _overrides_key(overrides: dict) -> tuple | None:
+    """The overrides as a cache key; None when one cannot be (e.g. a list: that model is built afresh)."""
+    key = tuple(sorted(overrides.items()))
     try:
-        hash(tuple(overrides.items()))
-    except TypeError:  # e.g. a list: that model is built afresh each time
-        return False
-    return True
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 @functools.cache

@@ -101,9 +101,9 @@ def check_backend(python: Sequence[str] = (sys.executable,), env: dict[str, str]
         probe: That process, already started by `start_backend_probe` (`run` starts it beside
             the other checks).
     """
-    backend = os.environ.get("KERAS_BACKEND")
-    if backend not in (None, "jax"):
-        return Finding("Keras backend", f"KERAS_BACKEND={backend!r}", "unset KERAS_BACKEND or set it to 'jax'")
+    named = _another_backend_named()
+    if named is not None:
+        return named
     run = _finish(probe or start_backend_probe(python, env), 120)
     if run is None:
         picked, why = None, "it did not finish in 120 s"
@@ -116,6 +116,14 @@ def check_backend(python: Sequence[str] = (sys.executable,), env: dict[str, str]
             else f"a bare `import keras` in a fresh process fails: {why}")
     return Finding("Keras backend", f"{seen}, not 'jax' (no KERAS_BACKEND set)",
                    f"run `{_SET_BACKEND}` in the course's environment (make lab does it)")
+
+
+def _another_backend_named() -> Finding | None:
+    """The problem when this process's KERAS_BACKEND names a backend other than JAX; else None."""
+    backend = os.environ.get("KERAS_BACKEND")
+    if backend in (None, "jax"):
+        return None
+    return Finding("Keras backend", f"KERAS_BACKEND={backend!r}", "unset KERAS_BACKEND or set it to 'jax'")
 
 
 def start_backend_probe(python: Sequence[str] = (sys.executable,),
@@ -298,8 +306,8 @@ def run(out=sys.stdout) -> int:
     backend_probe, jax_probe = start_backend_probe(), start_jax_probe()
     try:
         findings = [check_python(), *check_packages(pins)]
-        on_jax = os.environ.get("KERAS_BACKEND") in (None, "jax")  # Keras here (the fresh process: check_backend)
-        devices = _device_findings(jax_probe) if on_jax else []
+        # Keras in this process is on JAX unless KERAS_BACKEND says otherwise (a fresh one: check_backend)
+        devices = _device_findings(jax_probe) if _another_backend_named() is None else []
         findings.append(check_backend(probe=backend_probe))
         if findings[-1].fix is None:  # devices are only worth reporting with Keras on JAX
             findings += devices
