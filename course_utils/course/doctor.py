@@ -1,6 +1,7 @@
 """Is this machine ready for the course? `python -m course_utils doctor`.
 
 Checks, in a few seconds: the versions of Python and the course's packages,
+the Keras backend a fresh process picks (`fresh_process`),
 which devices the course will use (real or simulated) and why, a tiny real
 computation on a 2 x 4 mesh, and free memory. Every problem comes with a fix;
 the command exits non-zero when there is one.
@@ -12,30 +13,19 @@ import argparse
 import os
 import subprocess
 import sys
-import sysconfig
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+
+# The checks made in fresh processes of this environment live in fresh_process; they are named here too,
+# as the doctor's own (`doctor.check_backend`, `doctor.set_keras_backend`).
+from course_utils.course.fresh_process import (Finding, another_backend_named, check_backend, check_jax_starts,
+                                               set_keras_backend, start_backend_probe, start_jax_probe, stop)
 
 MIN_PYTHON = (3, 11)
 MIN_FREE_MB = 1500
 PACKAGES = ("keras", "jax", "jaxlib", "jupyterlab", "ipywidgets", "matplotlib", "numpy")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One line of the report: what was checked, what was seen, and the fix if it is a problem."""
-
-    check: str
-    seen: str
-    fix: str | None = None
-
-    def __str__(self) -> str:
-        mark = "ok " if self.fix is None else "NO "
-        line = f"[{mark}] {self.check}: {self.seen}"
-        return line if self.fix is None else f"{line}\n       fix: {self.fix}"
 
 
 def check_python() -> Finding:
@@ -60,128 +50,6 @@ def check_packages(pins: dict[str, str]) -> list[Finding]:
         else:
             findings.append(Finding(name, version))
     return findings
-
-
-BACKEND_PTH = "course_utils_keras_backend.pth"
-# Python runs a .pth line that starts with "import" at every start-up of this environment: every kernel
-# (make lab, Binder, VS Code, jupyter execute) and every script gets JAX unless KERAS_BACKEND says otherwise.
-_BACKEND_LINE = 'import os; os.environ.setdefault("KERAS_BACKEND", "jax")  # written by course_utils doctor\n'
-_SET_BACKEND = "python -m course_utils.course.doctor --set-keras-backend"
-_BARE_IMPORT = "import keras; print('backend=' + keras.backend.backend())"
-
-
-def set_keras_backend(site_packages: str | os.PathLike | None = None) -> Path:
-    """Makes JAX the Keras backend of every Python process of this environment (a .pth file).
-
-    `make lab`, `make test` and Binder's postBuild run it once. An explicit
-    `KERAS_BACKEND` still wins.
-
-    Args:
-        site_packages: Where to write; defaults to this interpreter's site-packages.
-
-    Returns:
-        The file written.
-    """
-    folder = Path(site_packages or sysconfig.get_paths()["purelib"])
-    path = folder / BACKEND_PTH
-    path.write_text(_BACKEND_LINE)
-    return path
-
-
-def check_backend(python: Sequence[str] = (sys.executable,), env: dict[str, str] | None = None, *,
-                  probe: subprocess.Popen | None = None) -> Finding:
-    """What a bare `import keras` picks in a fresh process of this environment, KERAS_BACKEND unset.
-
-    Kernels started by VS Code, Binder or `jupyter execute` do not inherit
-    this shell's variables, so the environment itself must pick JAX.
-
-    Args:
-        python: The interpreter's command line.
-        env: The environment the fresh process starts from (this one's by default).
-        probe: That process, already started by `start_backend_probe` (`run` starts it beside
-            the other checks).
-    """
-    named = _another_backend_named()
-    if named is not None:
-        return named
-    run = _finish(probe or start_backend_probe(python, env), 120)
-    if run is None:
-        picked, why = None, "it did not finish in 120 s"
-    else:
-        picked = next((line[8:] for line in run.stdout.splitlines() if line.startswith("backend=")), None)
-        why = (run.stderr.strip().splitlines() or ["no output"])[-1]
-    if picked == "jax":
-        return Finding("Keras backend", "jax (a bare `import keras` in a fresh process picks it)")
-    seen = (f"a bare `import keras` in a fresh process picks {picked!r}" if picked
-            else f"a bare `import keras` in a fresh process fails: {why}")
-    return Finding("Keras backend", f"{seen}, not 'jax' (no KERAS_BACKEND set)",
-                   f"run `{_SET_BACKEND}` in the course's environment (make lab does it)")
-
-
-def _another_backend_named() -> Finding | None:
-    """The problem when this process's KERAS_BACKEND names a backend other than JAX; else None."""
-    backend = os.environ.get("KERAS_BACKEND")
-    if backend in (None, "jax"):
-        return None
-    return Finding("Keras backend", f"KERAS_BACKEND={backend!r}", "unset KERAS_BACKEND or set it to 'jax'")
-
-
-def start_backend_probe(python: Sequence[str] = (sys.executable,),
-                        env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Starts the fresh process of `check_backend`: a bare `import keras`, KERAS_BACKEND unset."""
-    fresh = {k: v for k, v in (os.environ if env is None else env).items() if k != "KERAS_BACKEND"}
-    return _start([*python, "-c", _BARE_IMPORT], env=fresh)
-
-
-_START_JAX = "import jax; print('setup=' + str(len(jax.devices())))"  # starts JAX's backends, as setup_devices will
-
-
-def check_jax_starts(python: Sequence[str] = (sys.executable,), *,
-                     probe: subprocess.Popen | None = None) -> Finding | None:
-    """None when JAX starts its devices in a fresh process of this environment; else what stopped it.
-
-    Tried in a separate process first: an unknown flag in XLA_FLAGS ends the
-    process that starts JAX (XLA aborts, nothing to catch), and a platform
-    named in JAX_PLATFORMS that this machine lacks raises deep inside JAX.
-    `probe` is that process, when `start_jax_probe` already started it.
-    """
-    run = _finish(probe or start_jax_probe(python), 300)
-    if run is None:
-        return Finding("devices", "starting JAX did not finish in 300 s", "run `make doctor` again; restart the machine")
-    if run.returncode == 0 and "setup=" in run.stdout:
-        return None
-    lines = [line.strip() for line in run.stderr.splitlines() if line.strip()]
-    last = next((line for line in reversed(lines) if "Error" in line or "flag" in line),
-                lines[-1] if lines else f"exit status {run.returncode}")
-    if "XLA_FLAGS" in last:
-        fix = (f"remove the flag it names from XLA_FLAGS (now {os.environ.get('XLA_FLAGS', '')!r}), "
-               f"or unset XLA_FLAGS: the course sets the flags it needs itself")
-    elif os.environ.get("JAX_PLATFORMS"):
-        fix = (f"unset JAX_PLATFORMS (now {os.environ['JAX_PLATFORMS']!r}): the course picks its devices itself; "
-               f"COURSE_PLATFORM=cpu forces simulated devices, COURSE_PLATFORM=gpu insists on GPUs")
-    else:
-        fix = "see the message; COURSE_PLATFORM=cpu always works"
-    return Finding("devices", f"JAX cannot start: {last[:300]}", fix)
-
-
-def start_jax_probe(python: Sequence[str] = (sys.executable,)) -> subprocess.Popen:
-    """Starts the fresh process of `check_jax_starts`: JAX starting its devices."""
-    return _start([*python, "-c", _START_JAX])
-
-
-def _start(command: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-
-
-def _finish(process: subprocess.Popen, timeout: float) -> subprocess.CompletedProcess | None:
-    """The process's outputs once it ends; None (and the process killed) when it runs past `timeout`."""
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate()
-        return None
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def check_devices(n: int = 8, *, jax_probe: subprocess.Popen | None = None) -> tuple[Finding, object]:
@@ -307,12 +175,12 @@ def run(out=sys.stdout) -> int:
     try:
         findings = [check_python(), *check_packages(pins)]
         # Keras in this process is on JAX unless KERAS_BACKEND says otherwise (a fresh one: check_backend)
-        devices = _device_findings(jax_probe) if _another_backend_named() is None else []
+        devices = _device_findings(jax_probe) if another_backend_named() is None else []
         findings.append(check_backend(probe=backend_probe))
         if findings[-1].fix is None:  # devices are only worth reporting with Keras on JAX
             findings += devices
     finally:
-        _stop(backend_probe, jax_probe)
+        stop(backend_probe, jax_probe)
     findings.append(check_memory())
     for finding in findings:
         print(finding, file=out)
@@ -328,14 +196,6 @@ def _device_findings(jax_probe: subprocess.Popen) -> list[Finding]:
         return [device_finding]
     return [device_finding, check_compilation_cache(setup), check_mesh_computation(), check_keras_internals(),
             check_jax_internals()]
-
-
-def _stop(*processes: subprocess.Popen) -> None:
-    """Ends the probes no check read (a report cut short), so none outlives the doctor."""
-    for process in processes:
-        if process.returncode is None:
-            process.kill()
-            process.communicate()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
