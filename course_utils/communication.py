@@ -12,7 +12,7 @@ import numpy as np
 from course_utils._table import Table
 from course_utils.collectives import LayerTable, attribute, by_layer, unmodelled_part
 from course_utils.expectation import OPTIONAL, expected_collectives, not_modelled
-from course_utils.compiling import READING_COMPILE
+from course_utils.compiling import READING_COMPILE, layer_names_kept
 from course_utils.hlo import Collective, collective_ops, parse_collectives
 from course_utils.keras_internals import state_shardings, symbolic_build, training_state
 from course_utils.layer_outputs import layer_outputs
@@ -287,5 +287,6 @@ def compiled_train_step(model, distribution, batch, *, options: dict | None = RE
         symbolic_build(model, batch)
         state = training_state(model)
         step = jax.jit(model.train_step, out_shardings=(None, state_shardings(model)))
-        lowered = step.lower(state, batch)
+        with layer_names_kept():
+            lowered = step.lower(state, batch)
         return lowered.compile(compiler_options=options).as_text()

@@ -3,12 +3,14 @@
 Every program the course runs is compiled with XLA's defaults, and kept on disk by JAX's persistent
 compilation cache, so that a lesson run a second time starts from the programs the first run
 compiled: the same programs, so the same results. A program compiled only to be read (the
-collectives `communication_report` lists) may skip XLA's backend optimisations (`READING_COMPILE`).
+collectives `communication_report` lists) may skip XLA's backend optimisations (`READING_COMPILE`),
+and is lowered with each operation's layer kept in its name (`layer_names_kept`).
 `setup_devices` and `setup_process` turn the cache on; nothing else sets XLA options.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -77,3 +79,24 @@ SOURCE_FILE_CHANGES = r"^.*/(?:site-packages|dist-packages|ipykernel_\d+)/"
 # that runs always gets XLA's defaults (with these, a sharded training step computed other numbers).
 READING_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True,
                    "xla_cpu_use_fusion_emitters": False}
+
+
+@contextlib.contextmanager
+def layer_names_kept():
+    """Lowers every program inside it with JAX's full tracebacks in its locations, then restores the setting.
+
+    A report reads which layer a collective serves from the `op_name` XLA keeps in the compiled program
+    (`hlo.collective_ops`). XLA writes the whole name there, name scopes and all, only from the locations
+    JAX emits with `jax_include_full_tracebacks_in_locations` on (its default); with it off, an `op_name`
+    keeps the primitives alone ("reduce_sum:dot_general:..."), and a report would find no layer. So a
+    program compiled to be read is lowered with it on, whatever the learner set. It changes the
+    program's metadata only, never what it computes.
+    """
+    import jax
+
+    before = jax.config.jax_include_full_tracebacks_in_locations
+    jax.config.update("jax_include_full_tracebacks_in_locations", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_include_full_tracebacks_in_locations", before)

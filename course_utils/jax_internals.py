@@ -20,7 +20,8 @@ READS = (
     ("the op_name a compiled program gives a parameter: its argument path, e.g. \"state[0]['w']\"",
      "hlo (which variable a collective moves)"),
     ("a collective's line in the compiled text: its result shape, its replica_groups over the mesh, and "
-     "metadata={op_name=\"jit(f)/<name scopes>/<primitive>\"}", "hlo (kind, axes, bytes, layer)"),
+     "metadata={op_name=\"jit(f)/<name scopes>/<primitive>\"} (lowered as `compiling.layer_names_kept` lowers)",
+     "hlo (kind, axes, bytes, layer)"),
     ("the leaves of the function `jax.vjp` returns are what the backward pass keeps, each either an input "
      "(a jaxpr invar) or computed", "activations"),
 )
@@ -56,6 +57,8 @@ def _probe_program() -> str:
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+    from course_utils.compiling import layer_names_kept
+
     mesh = Mesh(np.array(jax.devices()[:2]), ("course_axis",))
     split = NamedSharding(mesh, PartitionSpec("course_axis"))
 
@@ -64,7 +67,9 @@ def _probe_program() -> str:
             return jnp.sum(state[0]["w"])
 
     spec = ({"w": jax.ShapeDtypeStruct((8,), jnp.float32, sharding=split)},)
-    return jax.jit(f, out_shardings=NamedSharding(mesh, PartitionSpec())).lower(spec).compile().as_text()
+    with layer_names_kept():  # as communication_report lowers
+        lowered = jax.jit(f, out_shardings=NamedSharding(mesh, PartitionSpec())).lower(spec)
+    return lowered.compile().as_text()
 
 
 def _collectives_are_read(text: str) -> list[str]:

@@ -104,6 +104,29 @@ def test_every_collective_is_attributed_to_its_layer():
     assert sum(r["bytes"] for r in table.rows) == sum(c.bytes for c in report.compiled)
 
 
+@pytest.fixture
+def short_locations():
+    """JAX's locations without full tracebacks, as a learner may set (JAX_INCLUDE_FULL_TRACEBACKS_IN_LOCATIONS=0)."""
+    import jax
+
+    before = jax.config.jax_include_full_tracebacks_in_locations
+    jax.config.update("jax_include_full_tracebacks_in_locations", False)
+    yield
+    jax.config.update("jax_include_full_tracebacks_in_locations", before)
+
+
+def test_short_locations_change_no_report_and_stay_the_learner_s(short_locations):
+    # With them, XLA's op_name keeps the primitives alone: the report found no layer and said DIFFER.
+    import jax
+
+    mp = megatron((2, 4))
+    report = communication_report(built_under(mp), mp, (32, 16))
+    assert report.agrees, report
+    partial = [r for r in report.collectives if r.axes == ("model",)]
+    assert [(r.layer, r.op, r.pass_) for r in partial] == [("mlp/d2", "dot_general", "forward")]
+    assert jax.config.jax_include_full_tracebacks_in_locations is False
+
+
 def test_a_difference_names_the_layer_and_the_weight():
     layout_map = distribution.LayoutMap(make_mesh((2, 4), ("data", "model")))
     layout_map[".*d1/kernel"] = ("model", None)

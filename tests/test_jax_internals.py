@@ -23,3 +23,16 @@ def test_a_name_stack_or_residuals_that_moved_are_named(monkeypatch):
     assert jax_internals.missing() == [jax_internals.READS[0][0]]
     monkeypatch.setattr(jax_internals, "_residuals_are_read", lambda: 1 / 0)
     assert jax_internals.missing() == [jax_internals.READS[0][0], jax_internals.READS[3][0]]
+
+
+def test_short_locations_are_not_a_missing_part():
+    # The course lowers what it reads with full tracebacks (compiling.layer_names_kept), whatever the learner set.
+    import jax
+
+    before = jax.config.jax_include_full_tracebacks_in_locations
+    jax.config.update("jax_include_full_tracebacks_in_locations", False)
+    try:
+        assert jax_internals.missing() == []
+        assert jax.config.jax_include_full_tracebacks_in_locations is False
+    finally:
+        jax.config.update("jax_include_full_tracebacks_in_locations", before)
