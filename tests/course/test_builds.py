@@ -95,6 +95,21 @@ def test_the_answer_key_holds_every_exercise_with_the_checkers_verdict(tmp_path,
     assert pdf_pages(tmp_path / "answer_key.pdf") >= 1
 
 
+def test_the_answer_key_shows_every_teacher_s_note_that_names_an_exercise():
+    # The notes on the slide that opens a lesson's exercises ask the first one ("**Ask (01.1):**").
+    from course_utils.course.answer_key import _task_cells
+
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        for i in exercise_cells(notebook):
+            exercise_id = exercise_cell(notebook.cells[i].source).exercise
+            shown = [c.source for c in _task_cells(notebook, i, exercise_id)]
+            named = [c.source for c in notebook.cells if c.cell_type == "markdown"
+                     and c.source.startswith("<details><summary>Teacher's notes") and f"({exercise_id})" in c.source]
+            assert all(note in shown for note in named), f"{path.name} {exercise_id}: a note that names it is left out"
+            assert f"Exercise {exercise_id}" in "\n".join(shown)
+
+
 def _git(repo, *args):
     import subprocess
 
