@@ -73,6 +73,27 @@ def use_compilation_cache() -> Path | None:
 SOURCE_FILE_CHANGES = r"^.*/(?:site-packages|dist-packages|ipykernel_\d+)/"
 
 
+class XlaFlagsWarning(UserWarning):
+    """XLA_FLAGS is set: the course's numbers and verdicts were checked with XLA's defaults."""
+
+
+def xla_flags() -> str:
+    """The flags `XLA_FLAGS` sets in this process's environment ("" when none).
+
+    The course compiles with XLA's defaults and checks every number and verdict of the lessons with
+    them; a flag that changes how XLA compiles can change them: two CPU flags together once made a
+    data-parallel run differ from one device, and a lesson printed "NOT equivalent". Flags that only
+    name paths or devices change nothing, but the course cannot tell them apart, so
+    `setup_devices` warns (`XlaFlagsWarning`) and `make doctor` reports any.
+    """
+    return os.environ.get("XLA_FLAGS", "").strip()
+
+
+XLA_FLAGS_RISK = ("the lessons' numbers and verdicts were checked with XLA's defaults, and a flag that changes "
+                  "how XLA compiles can change them (two CPU flags once made a sharded run differ from one device)")
+XLA_FLAGS_FIX = "unset XLA_FLAGS, or keep only flags that change no result (paths, devices)"
+
+
 # XLA's options for a program that is compiled only to be read (`communication_report`), never run:
 # its backend optimisations and fusion emitters off. The SPMD partitioner, which inserts the
 # collectives, runs before them: the same collectives, compiled several times faster. A program

@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 
-from course_utils.compiling import use_compilation_cache
+from course_utils.compiling import XLA_FLAGS_FIX, XLA_FLAGS_RISK, XlaFlagsWarning, use_compilation_cache, xla_flags
 
 PLATFORMS = ("auto", "cpu", "gpu", "tpu")
 PLATFORM_ENV = "COURSE_PLATFORM"
@@ -118,6 +119,9 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
     _check_keras_agrees(chosen)
     is_cpu = chosen[0].platform == "cpu"
     cache = use_compilation_cache()
+    if xla_flags():
+        warnings.warn(f"XLA_FLAGS={xla_flags()!r}: {XLA_FLAGS_RISK}. To see what the lessons say, "
+                      f"{XLA_FLAGS_FIX}, and restart the kernel.", XlaFlagsWarning, stacklevel=2)
     _current = DeviceSetup(
         devices=tuple(device_name(d) for d in chosen),
         platform=chosen[0].platform,

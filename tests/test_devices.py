@@ -27,6 +27,22 @@ def test_same_call_again_is_harmless():
     assert setup_devices(8) == setup_devices(8) == current_setup()
 
 
+def test_xla_flags_are_named_by_a_warning_and_their_absence_by_none(monkeypatch):
+    # The lessons' numbers were checked with XLA's defaults: a flag can change them, and the learner is told.
+    import warnings
+
+    from course_utils.compiling import XlaFlagsWarning
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+    with pytest.warns(XlaFlagsWarning, match=r"XLA_FLAGS='--xla_cpu_use_fusion_emitters=false': the lessons' "
+                                             r"numbers and verdicts were checked with XLA's defaults"):
+        setup_devices(8)
+    monkeypatch.delenv("XLA_FLAGS")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", XlaFlagsWarning)
+        setup_devices(8)
+
+
 def test_keras_sees_the_same_devices():
     from keras import distribution
 

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -57,13 +58,16 @@ def check_devices(n: int = 8, *, jax_probe: subprocess.Popen | None = None) -> t
 
     `jax_probe`: the fresh process of `check_jax_starts`, when `start_jax_probe` already started it.
     """
+    from course_utils.compiling import XlaFlagsWarning
     from course_utils.devices import DeviceSetupError, setup_devices
 
     stopped = check_jax_starts(probe=jax_probe)
     if stopped is not None:
         return stopped, None
     try:
-        setup = setup_devices(n)
+        with warnings.catch_warnings():  # the report says it (check_xla_flags)
+            warnings.simplefilter("ignore", XlaFlagsWarning)
+            setup = setup_devices(n)
     except (DeviceSetupError, ValueError, RuntimeError) as error:
         return Finding("devices", str(error), "see the message above; COURSE_PLATFORM=cpu always works"), None
     import jax
@@ -190,12 +194,21 @@ def run(out=sys.stdout) -> int:
     return 1 if problems else 0
 
 
+def check_xla_flags() -> Finding:
+    """Whether XLA_FLAGS is set: the lessons' numbers were checked with XLA's defaults."""
+    from course_utils.compiling import XLA_FLAGS_FIX, XLA_FLAGS_RISK, xla_flags
+
+    if not xla_flags():
+        return Finding("XLA flags", "none set: XLA's defaults, with which every lesson's numbers were checked")
+    return Finding("XLA flags", f"XLA_FLAGS={xla_flags()!r}: {XLA_FLAGS_RISK}", XLA_FLAGS_FIX)
+
+
 def _device_findings(jax_probe: subprocess.Popen) -> list[Finding]:
     device_finding, setup = check_devices(jax_probe=jax_probe)
-    if setup is None:
+    if setup is None:  # a flag XLA does not know is named there
         return [device_finding]
-    return [device_finding, check_compilation_cache(setup), check_mesh_computation(), check_keras_internals(),
-            check_jax_internals()]
+    return [device_finding, check_xla_flags(), check_compilation_cache(setup), check_mesh_computation(),
+            check_keras_internals(), check_jax_internals()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -125,7 +125,7 @@ def check_jax_starts(python: Sequence[str] = (sys.executable,), *,
                 lines[-1] if lines else f"exit status {run.returncode}")
     if "XLA_FLAGS" in last:
         fix = (f"remove the flag it names from XLA_FLAGS (now {os.environ.get('XLA_FLAGS', '')!r}), "
-               f"or unset XLA_FLAGS: the course sets the flags it needs itself")
+               f"or unset XLA_FLAGS: the course needs none")
     elif os.environ.get("JAX_PLATFORMS"):
         fix = (f"unset JAX_PLATFORMS (now {os.environ['JAX_PLATFORMS']!r}): the course picks its devices itself; "
                f"COURSE_PLATFORM=cpu forces simulated devices, COURSE_PLATFORM=gpu insists on GPUs")

@@ -23,6 +23,7 @@ def test_this_machine_is_ready():
     assert "[ok ] compilation cache: " in out and "compiled programs" in out
     assert "[ok ] Keras internals: all" in out and "behaviours as expected" in out
     assert "[ok ] JAX internals: all 4 parts the course reads as expected" in out
+    assert "[ok ] XLA flags: none set: XLA's defaults" in out
 
 
 def test_a_forced_missing_gpu_is_a_problem_with_a_fix():
@@ -45,6 +46,15 @@ def test_an_unknown_xla_flag_is_a_finding_and_the_report_goes_on():
     assert "[NO ] devices: JAX cannot start:" in result.stdout and "Unknown flag in XLA_FLAGS" in result.stdout
     assert "fix: remove the flag it names from XLA_FLAGS" in result.stdout
     assert result.stdout.rstrip().endswith("1 problem(s) to fix (see fix: lines).")
+
+
+def test_xla_flags_that_jax_accepts_are_a_problem_with_a_fix(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+    finding = doctor.check_xla_flags()
+    assert finding.seen.startswith("XLA_FLAGS='--xla_cpu_use_fusion_emitters=false': the lessons' numbers")
+    assert finding.fix == "unset XLA_FLAGS, or keep only flags that change no result (paths, devices)"
+    monkeypatch.delenv("XLA_FLAGS")
+    assert doctor.check_xla_flags().fix is None
 
 
 def test_another_keras_backend_is_a_problem_with_a_fix():
