@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 
 from course_utils.course.pdf import print_pdf
-from course_utils.course.runner import VERDICTS_CELL, execute
+from course_utils.course.runner import VERDICTS_CELL, execute, execute_series
 from course_utils.course.transforms import exercise_cell, exercise_cells, lessons, solution_for
 
 _DETAILS = re.compile(r"</?details>|<summary>.*?</summary>")
@@ -121,20 +121,24 @@ def build_answer_key(folder: str | os.PathLike, out: str | os.PathLike, *, pdf: 
         pdf: Also print the page to PDF with headless Chromium.
         only: Lesson numbers to include (e.g. `("01", "02")`); empty means all.
         solved_run: A function giving a lesson's solved run (see `key_entries`) from its path,
-            when the lessons already ran; by default each runs here.
+            when the lessons already ran; by default they run here, two at a time.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    paths = [path for path in lessons(folder) if not only or path.stem[:2] in only]
+    runs = (solved_run(path) for path in paths) if solved_run else execute_series(
+        paths, solutions=True, extra_cells=(VERDICTS_CELL,))
     entries = []
-    for path in lessons(folder):
-        if only and path.stem[:2] not in only:
-            continue
-        try:
-            entries += key_entries(path, solved_run(path) if solved_run else None)
-        except Exception as error:  # a lesson that no longer runs: name it, keep the cause
-            raise RuntimeError(f"{path.name} stopped with {type(error).__name__} while its solutions ran; "
-                               f"fix the lesson (tests/course/test_notebooks.py runs it), then build the "
-                               f"answer key again.") from error
+    try:
+        for path in paths:
+            try:
+                entries += key_entries(path, next(runs))
+            except Exception as error:  # a lesson that no longer runs: name it, keep the cause
+                raise RuntimeError(f"{path.name} stopped with {type(error).__name__} while its solutions ran; "
+                                   f"fix the lesson (tests/course/test_notebooks.py runs it), then build the "
+                                   f"answer key again.") from error
+    finally:
+        runs.close()  # the lessons not yet started never start
     page = out / "answer_key.html"
     page.write_text(key_html(entries), encoding="utf-8")
     if pdf:

@@ -174,7 +174,8 @@ def publish(notebook, stem: str, out: Path, *, pages: bool = True, slides: bool 
 
 def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = True,
           slides: bool = True) -> Path:
-    """Executes every lesson once and writes the rendered course and/or the slide decks.
+    """Executes every lesson once (two at a time, `runner.execute_series`) and writes the rendered course
+    and/or the slide decks.
 
     Args:
         folder: The folder of the lessons (`NN_*.ipynb`).
@@ -188,12 +189,12 @@ def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = Tr
     Raises:
         RuntimeError: A lesson's text states something its run did not compute (a false claim).
     """
-    from course_utils.course.runner import execute
+    from course_utils.course.runner import execute_series
     from course_utils.course.transforms import lessons
 
     def runs():
-        for path in lessons(folder):
-            run = execute(path)
+        for run in execute_series(lessons(folder)):
+            path = run.path
             if run.false_claims:
                 raise RuntimeError(f"{path.name} says what its run did not compute; fix the lesson before "
                                    f"publishing it:\n" + "\n".join(map(str, run.false_claims)))

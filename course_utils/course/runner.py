@@ -134,6 +134,30 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
                      tuple(claims.read_report(printed)), prefix)
 
 
+# Lessons a build runs at once: each is a kernel process of its own, and most of a cold run is one XLA
+# compile at a time, so two kernels keep two cores busy (the test suite runs its lessons the same way).
+SERIES_WORKERS = 2
+
+
+def execute_series(paths, *, workers: int = SERIES_WORKERS, **kwargs):
+    """Runs every lesson of `paths` (`execute(path, **kwargs)`), `workers` at a time; yields the runs in order.
+
+    Each lesson runs in a kernel of its own, so running two at once changes nothing they compute; only
+    the wall times they report (`LessonRun.seconds`) share the machine, which is why `make bench` runs
+    its lessons one at a time. A lesson that raises stops the series there, after the runs before it.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="lesson") as pool:
+        futures = [pool.submit(execute, path, **kwargs) for path in paths]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+
+
 def _harness_cell(source: str, role: str):
     from course_utils.course.claims import HARNESS
 

@@ -3,9 +3,30 @@
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
-from course_utils.course.runner import execute
+from course_utils.course.runner import execute, execute_series
 
 ALLOCATED_MB = 700
+
+
+def _lesson(tmp_path, name, source):
+    notebook = new_notebook(cells=[new_code_cell(source)])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / name
+    nbformat.write(notebook, path)
+    return path
+
+
+def test_a_series_runs_two_lessons_at_once_and_yields_them_in_order(tmp_path):
+    import time
+
+    slow = _lesson(tmp_path, "01_slow.ipynb", "import time\ntime.sleep(3)\nprint('slow')")
+    quick = _lesson(tmp_path, "02_quick.ipynb", "print('quick')")
+    start = time.perf_counter()
+    runs = list(execute_series([slow, quick], workers=2))
+    wall = time.perf_counter() - start
+    assert [r.path for r in runs] == [slow, quick]  # the quick one finished first
+    assert [r.notebook.cells[0].outputs[0]["text"] for r in runs] == ["slow\n", "quick\n"]
+    assert wall < runs[0].seconds + runs[1].seconds, (wall, [r.seconds for r in runs])
 
 
 def test_a_kernels_peak_is_its_own_not_that_of_the_process_that_started_it(tmp_path):
