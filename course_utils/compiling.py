@@ -91,7 +91,8 @@ def xla_flags() -> str:
 
 XLA_FLAGS_RISK = ("the lessons' numbers and verdicts were checked with XLA's defaults, and a flag that changes "
                   "how XLA compiles can change them (two CPU flags once made a sharded run differ from one device)")
-XLA_FLAGS_FIX = "unset XLA_FLAGS, or keep only flags that change no result (paths, devices)"
+XLA_FLAGS_FIX = ("unset XLA_FLAGS (a flag that changes no result, a dump folder say, may stay, and this "
+                 "note with it: the course cannot tell such flags apart)")
 
 
 # XLA's options for a program that is compiled only to be read (`communication_report`), never run:
@@ -102,22 +103,21 @@ READING_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expens
                    "xla_cpu_use_fusion_emitters": False}
 
 
-@contextlib.contextmanager
-def layer_names_kept():
-    """Lowers every program inside it with JAX's full tracebacks in its locations, then restores the setting.
+def layer_names_kept() -> contextlib.AbstractContextManager:
+    """A context in which this thread lowers with JAX's full tracebacks in locations, whatever was set.
 
     A report reads which layer a collective serves from the `op_name` XLA keeps in the compiled program
     (`hlo.collective_ops`). XLA writes the whole name there, name scopes and all, only from the locations
     JAX emits with `jax_include_full_tracebacks_in_locations` on (its default); with it off, an `op_name`
     keeps the primitives alone ("reduce_sum:dot_general:..."), and a report would find no layer. So a
-    program compiled to be read is lowered with it on, whatever the learner set. It changes the
-    program's metadata only, never what it computes.
-    """
-    import jax
+    program compiled to be read is lowered inside this context. It sets the option for this thread only
+    (JAX's own context for it, `jax_internals.READS`) and restores it on leaving; it changes a program's
+    metadata only, never what it computes.
 
-    before = jax.config.jax_include_full_tracebacks_in_locations
-    jax.config.update("jax_include_full_tracebacks_in_locations", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_include_full_tracebacks_in_locations", before)
+    Example:
+        >>> with layer_names_kept():
+        ...     lowered = jax.jit(step).lower(state, batch)
+    """
+    from jax._src import config
+
+    return config.include_full_tracebacks_in_locations(True)

@@ -121,7 +121,7 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
     cache = use_compilation_cache()
     if xla_flags():
         warnings.warn(f"XLA_FLAGS={xla_flags()!r}: {XLA_FLAGS_RISK}. To see what the lessons say, "
-                      f"{XLA_FLAGS_FIX}, and restart the kernel.", XlaFlagsWarning, stacklevel=2)
+                      f"restart the kernel without it: {XLA_FLAGS_FIX}.", XlaFlagsWarning, stacklevel=2)
     _current = DeviceSetup(
         devices=tuple(device_name(d) for d in chosen),
         platform=chosen[0].platform,

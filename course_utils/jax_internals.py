@@ -24,6 +24,8 @@ READS = (
      "hlo (kind, axes, bytes, layer)"),
     ("the leaves of the function `jax.vjp` returns are what the backward pass keeps, each either an input "
      "(a jaxpr invar) or computed", "activations"),
+    ("`jax._src.config.include_full_tracebacks_in_locations(True)`: a context that turns the option on in "
+     "this thread only, and restores it", "compiling.layer_names_kept (the layer names in op_name)"),
 )
 
 
@@ -48,6 +50,17 @@ def _residuals_are_read() -> bool:
     jaxpr = jax.make_jaxpr(saved)(jnp.ones((3, 2)), jnp.ones((4, 3))).jaxpr
     computed = [v for v in jaxpr.outvars if hasattr(v, "aval") and v not in set(jaxpr.invars)]
     return sorted(tuple(v.aval.shape) for v in computed) == [(4, 2)]  # cos(x @ w): what sin's gradient needs
+
+
+def _locations_are_kept() -> bool:
+    import jax
+
+    from course_utils.compiling import layer_names_kept
+
+    before = jax.config.jax_include_full_tracebacks_in_locations
+    with layer_names_kept():
+        inside = jax.config.jax_include_full_tracebacks_in_locations
+    return inside is True and jax.config.jax_include_full_tracebacks_in_locations == before
 
 
 def _probe_program() -> str:
@@ -93,7 +106,8 @@ def missing() -> list[str]:
     import jax
 
     gone = []
-    for probe, part in ((_name_stack_is_read, READS[0][0]), (_residuals_are_read, READS[3][0])):
+    for probe, part in ((_name_stack_is_read, READS[0][0]), (_residuals_are_read, READS[3][0]),
+                        (_locations_are_kept, READS[4][0])):
         try:
             works = probe()
         except Exception:  # a probe that breaks is a part that is gone

@@ -36,3 +36,8 @@ def test_short_locations_are_not_a_missing_part():
         assert jax.config.jax_include_full_tracebacks_in_locations is False
     finally:
         jax.config.update("jax_include_full_tracebacks_in_locations", before)
+
+
+def test_a_locations_context_that_moved_is_named(monkeypatch):
+    monkeypatch.setattr(jax_internals, "_locations_are_kept", lambda: 1 / 0)
+    assert jax_internals.missing() == [jax_internals.READS[4][0]]

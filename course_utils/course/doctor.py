@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
-# The checks made in fresh processes of this environment live in fresh_process; they are named here too,
-# as the doctor's own (`doctor.check_backend`, `doctor.set_keras_backend`).
+# The checks made in fresh processes of this environment live in fresh_process; they are imported here
+# under the same names (`doctor.check_backend`, `doctor.set_keras_backend`), as before they moved.
 from course_utils.course.fresh_process import (Finding, another_backend_named, check_backend, check_jax_starts,
                                                set_keras_backend, start_backend_probe, start_jax_probe, stop)
 
@@ -205,7 +205,7 @@ def check_xla_flags() -> Finding:
 
 def _device_findings(jax_probe: subprocess.Popen) -> list[Finding]:
     device_finding, setup = check_devices(jax_probe=jax_probe)
-    if setup is None:  # a flag XLA does not know is named there
+    if setup is None:  # JAX could not start (a flag it does not know, a platform it lacks), or too few devices
         return [device_finding]
     return [device_finding, check_xla_flags(), check_compilation_cache(setup), check_mesh_computation(),
             check_keras_internals(), check_jax_internals()]

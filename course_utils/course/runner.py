@@ -7,9 +7,14 @@ tests and the benchmark both run lessons through `execute`.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import json
 import os
+import signal
+import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,7 +86,8 @@ class LessonRun:
 
 
 def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tuple[str, ...] = (),
-            timeout: int = 600, env: dict | None = None, kernel: str = "python3") -> LessonRun:
+            timeout: int = 600, env: dict | None = None, kernel: str = "python3",
+            _kernels: _Kernels | None = None) -> LessonRun:
     """Runs a lesson top to bottom in a fresh kernel, from the lesson's folder, checking its claims.
 
     After each code cell that carries claims, a cell evaluates their checks in the kernel
@@ -94,6 +100,7 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
         timeout: Seconds allowed per cell.
         env: Environment variables added to the kernel's (e.g. `TMPDIR`).
         kernel: The kernelspec to run it in (another environment's kernel, e.g. Binder's).
+        _kernels: Where `execute_series` keeps the running kernels, to stop them when the series stops.
 
     Returns:
         A `LessonRun` with the executed lesson, wall seconds, the kernel's peak resident memory
@@ -124,7 +131,8 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
     client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel, shutdown_kernel="immediate",
                             resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
-    client.execute(**({"env": {**os.environ, **env}} if env else {}))
+    with _kernels.running(client) if _kernels is not None else contextlib.nullcontext():
+        client.execute(**({"env": {**os.environ, **env}} if env else {}))
     seconds = time.perf_counter() - start
     printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
     own_kb, child_kb, prefix = printed.split(_MARK, 1)[1].splitlines()[0].split(" ", 2)
@@ -139,23 +147,74 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
 SERIES_WORKERS = 2
 
 
-def execute_series(paths, *, workers: int = SERIES_WORKERS, **kwargs):
-    """Runs every lesson of `paths` (`execute(path, **kwargs)`), `workers` at a time; yields the runs in order.
+def execute_series(paths: Iterable[str | os.PathLike], *, workers: int = SERIES_WORKERS,
+                   **kwargs) -> Iterator[LessonRun]:
+    """Runs lessons `workers` at a time (`execute(path, **kwargs)` each) and yields their runs in order.
 
     Each lesson runs in a kernel of its own, so running two at once changes nothing they compute; only
     the wall times they report (`LessonRun.seconds`) share the machine, which is why `make bench` runs
-    its lessons one at a time. A lesson that raises stops the series there, after the runs before it.
-    """
-    from concurrent.futures import ThreadPoolExecutor
+    its lessons one at a time. When the series stops early (a lesson raises, the caller stops reading,
+    Ctrl-C), the lessons not yet started never start and the kernels still running are stopped.
 
-    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="lesson") as pool:
-        futures = [pool.submit(execute, path, **kwargs) for path in paths]
+    Args:
+        paths: The lessons, in the order their runs are yielded.
+        workers: How many run at once (1: one after another).
+        **kwargs: Passed to `execute`.
+
+    Yields:
+        A `LessonRun` per lesson, in the order of `paths`.
+    """
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers is how many lessons run at once, a whole number of at least 1. "
+                         f"Received: {workers!r}.")
+    kernels = _Kernels()
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="lesson")
+    futures = collections.deque(pool.submit(execute, path, _kernels=kernels, **kwargs) for path in paths)
+    try:
+        while futures:
+            yield futures.popleft().result()  # a run is dropped here once yielded
+    finally:
+        running = [f for f in futures if not f.cancel()]  # stopped early: these had started
+        while running:
+            kernels.kill()  # again each round, for a kernel that was still starting
+            running = list(wait(running, timeout=0.5).not_done)
+        pool.shutdown()
+
+
+class _Kernels:
+    """The kernels of a series' lessons while they run, so the series can stop them."""
+
+    def __init__(self):
+        self._clients, self._lock = set(), threading.Lock()
+
+    @contextlib.contextmanager
+    def running(self, client):
+        with self._lock:
+            self._clients.add(client)
         try:
-            for future in futures:
-                yield future.result()
+            yield
         finally:
-            for future in futures:
-                future.cancel()
+            with self._lock:
+                self._clients.discard(client)
+
+    def kill(self) -> None:
+        """Kills every running kernel and what it started (its process group); its `execute` then raises."""
+        with self._lock:
+            clients = list(self._clients)
+        for client in clients:
+            provisioner = getattr(getattr(client, "km", None), "provisioner", None)
+            process = getattr(provisioner, "process", None)
+            if process is None:
+                continue  # not started yet: killed on the next round
+            try:
+                if getattr(provisioner, "pgid", None) and hasattr(os, "killpg"):
+                    os.killpg(provisioner.pgid, signal.SIGKILL)
+                else:
+                    process.kill()
+            except (ProcessLookupError, OSError):
+                pass  # it ended meanwhile
 
 
 def _harness_cell(source: str, role: str):
