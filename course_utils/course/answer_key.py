@@ -59,18 +59,17 @@ def key_entries(path: str | os.PathLike, run=None) -> list[KeyEntry]:
 
 
 def _task_cells(notebook, index: int, exercise_id: str) -> list:
-    """The markdown cells from the exercise's prompt ("**Exercise 03.2.**") down to its cell, and the
+    """The markdown cells from the exercise's prompt ("**Exercise 03.2.**") down to its cell, then the
     teacher's notes just above the prompt when they name the exercise ("**Ask (03.1):**", on the
-    slide that opens a lesson's exercises)."""
+    slide that opens a lesson's exercises), so every exercise shows its task first."""
     start = index
     while start > 0 and notebook.cells[start - 1].cell_type == "markdown":
         start -= 1
         if f"Exercise {exercise_id}" in notebook.cells[start].source:
             break
     above = notebook.cells[start - 1] if start > 0 else None
-    if above is not None and above.cell_type == "markdown" and _notes_name(above.source, exercise_id):
-        start -= 1
-    return notebook.cells[start:index]
+    named = above is not None and above.cell_type == "markdown" and _notes_name(above.source, exercise_id)
+    return notebook.cells[start:index] + ([above] if named else [])
 
 
 def _notes_name(source: str, exercise_id: str) -> bool:
