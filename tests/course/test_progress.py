@@ -82,12 +82,14 @@ def test_every_lesson_with_exercises_ends_them_with_its_progress_cell():
         assert f'progress("{path.stem[:2]}")' in notebook.cells[cells[0]].source, path.name
 
 
-# Each of three processes saves its own student's rows to one file, again and again, all at once.
+# Each of three processes saves its own student's rows to one file, again and again, all at once. Its
+# verdicts come from a checker that needs no devices, so each process starts in a fraction of a second
+# and the three spend their time saving, side by side (about a second of saves each).
 SAVER = """
 import sys
 from course_utils import check, progress
-verdicts = [check("01.1", "cpu:0"), check("01.3", [(2, 1, 4)])]
-for _ in range(25):
+verdicts = [check("01.3", [(2, 1, 4)]), check("01.3", [(2, 1, 4), (2, 2, 2), (2, 4, 1)])]
+for _ in range(300):
     progress("01", student=sys.argv[2], verdicts=verdicts).save(sys.argv[1])
 print("saved")
 """
@@ -105,6 +107,43 @@ def test_several_students_saving_to_one_file_at_once_lose_nothing(tmp_path, suff
     rows = read(path)
     assert sorted({r.student for r in rows}) == ["Ada", "Bob", "Cy"] and len(rows) == 3 * 3
     assert not list(tmp_path.glob("*.damaged-*")) and not list(tmp_path.glob("*partial*"))
+
+
+def test_a_save_waits_for_the_lock_so_another_writer_s_rows_are_never_overwritten(tmp_path):
+    # Saving reads the file, merges its rows and writes: without the lock, a save that read before
+    # another writer wrote would put the file back without that writer's rows.
+    import threading
+
+    from filelock import FileLock
+
+    from course_utils.course.exercises.progress_file import write
+
+    path = tmp_path / "progress.json"
+    bob = progress(None, student="Bob", verdicts=_verdicts())
+    with FileLock(tmp_path / ".progress.json.lock"):  # another writer holds it
+        saving = threading.Thread(target=bob.save, args=(path,))
+        saving.start()
+        saving.join(timeout=1.0)
+        assert saving.is_alive() and not path.exists()  # Bob's save waits
+        write(path, progress(None, student="Ada", verdicts=_verdicts()).rows)  # the other writer writes
+    saving.join(timeout=30)
+    assert sorted({r.student for r in read(path)}) == ["Ada", "Bob"]
+
+
+def test_a_lock_held_too_long_stops_the_save_with_what_to_do(tmp_path, monkeypatch):
+    from filelock import FileLock
+
+    from course_utils.course.exercises import progress as progress_module
+
+    monkeypatch.setattr(progress_module, "LOCK_TIMEOUT_S", 0.3)
+    path = tmp_path / "progress.json"
+    progress(None, student="Ada", verdicts=_verdicts()).save(path)
+    before = path.read_bytes()
+    with FileLock(tmp_path / ".progress.json.lock"):
+        with pytest.raises(TimeoutError, match=r"has held its lock for 0\.3 s\. Run this cell again in a moment; "
+                                                r"nothing was written"):
+            progress(None, student="Bob", verdicts=_verdicts()).save(path)
+    assert path.read_bytes() == before
 
 
 def test_a_save_that_fails_midway_leaves_the_old_file_whole(tmp_path):
