@@ -119,8 +119,9 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
     _check_keras_agrees(chosen)
     is_cpu = chosen[0].platform == "cpu"
     cache = use_compilation_cache()
-    if xla_flags():
-        warnings.warn(f"XLA_FLAGS={xla_flags()!r}: {XLA_FLAGS_RISK}. To see what the lessons say, "
+    flags = xla_flags()
+    if flags:
+        warnings.warn(f"XLA_FLAGS={flags!r}: {XLA_FLAGS_RISK}. To see what the lessons say, "
                       f"restart the kernel without it: {XLA_FLAGS_FIX}.", XlaFlagsWarning, stacklevel=2)
     _current = DeviceSetup(
         devices=tuple(device_name(d) for d in chosen),

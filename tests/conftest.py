@@ -36,6 +36,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 
 from course_utils import setup_devices  # noqa: E402
 from course_utils.compiling import CACHE_ENV  # noqa: E402
+from course_utils.course.runner import SERIES_WORKERS  # noqa: E402
 
 SETUP = setup_devices(8)
 # Kernels and subprocesses of every environment the tests start share this one's cache.
@@ -52,7 +53,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic"
 
 _BUILT: dict = {}
 _BUILDING = threading.Lock()
-LESSON_WORKERS = int(os.environ.get("COURSE_TEST_LESSON_WORKERS", "2"))  # lessons run at once, in the background
+# lessons run at once, in the background: as many as a build runs (runner.SERIES_WORKERS), unless set
+LESSON_WORKERS = int(os.environ.get("COURSE_TEST_LESSON_WORKERS", SERIES_WORKERS))
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ import nbformat
 
 from course_utils.course.pdf import print_pdf
 from course_utils.course.runner import VERDICTS_CELL, execute, execute_series
-from course_utils.course.transforms import exercise_cell, exercise_cells, lessons, solution_for
+from course_utils.course.transforms import exercise_cell, exercise_cells, lessons, solution_for, teachers_notes
 
 _DETAILS = re.compile(r"</?details>|<summary>.*?</summary>")
 
@@ -68,12 +68,8 @@ def _task_cells(notebook, index: int, exercise_id: str) -> list:
         if f"Exercise {exercise_id}" in notebook.cells[start].source:
             break
     above = notebook.cells[start - 1] if start > 0 else None
-    named = above is not None and above.cell_type == "markdown" and _notes_name(above.source, exercise_id)
+    named = above is not None and teachers_notes(above) and f"({exercise_id})" in above.source
     return notebook.cells[start:index] + ([above] if named else [])
-
-
-def _notes_name(source: str, exercise_id: str) -> bool:
-    return source.startswith("<details><summary>Teacher's notes") and f"({exercise_id})" in source
 
 
 def _shown(cell) -> str:

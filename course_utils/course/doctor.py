@@ -2,7 +2,7 @@
 
 Checks, in a few seconds: the versions of Python and the course's packages,
 the Keras backend a fresh process picks (`fresh_process`),
-which devices the course will use (real or simulated) and why, a tiny real
+which devices the course will use (real or simulated) and why, whether XLA_FLAGS is set, a tiny real
 computation on a 2 x 4 mesh, and free memory. Every problem comes with a fix;
 the command exits non-zero when there is one.
 """
@@ -198,9 +198,10 @@ def check_xla_flags() -> Finding:
     """Whether XLA_FLAGS is set: the lessons' numbers were checked with XLA's defaults."""
     from course_utils.compiling import XLA_FLAGS_FIX, XLA_FLAGS_RISK, xla_flags
 
-    if not xla_flags():
+    flags = xla_flags()
+    if not flags:
         return Finding("XLA flags", "none set: XLA's defaults, with which every lesson's numbers were checked")
-    return Finding("XLA flags", f"XLA_FLAGS={xla_flags()!r}: {XLA_FLAGS_RISK}", XLA_FLAGS_FIX)
+    return Finding("XLA flags", f"XLA_FLAGS={flags!r}: {XLA_FLAGS_RISK}", XLA_FLAGS_FIX)
 
 
 def _device_findings(jax_probe: subprocess.Popen) -> list[Finding]:

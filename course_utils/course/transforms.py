@@ -78,6 +78,12 @@ def teacher_only(cell) -> bool:
     return found is not None
 
 
+def teachers_notes(cell) -> bool:
+    """Whether a cell is the slides' teacher's notes (a collapsed "Teacher's notes", not a solution)."""
+    found = _TEACHER_ONLY.match(cell.source) if cell.cell_type == "markdown" else None
+    return found is not None and found.group(1) == "Teacher's notes"
+
+
 _SELF_STUDY = re.compile(r"<!-- self-study -->.*?<!-- /self-study -->", re.S)
 _STUDENT = re.compile(r"<!-- student: (.*?) -->", re.S)
 
