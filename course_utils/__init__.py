@@ -35,7 +35,8 @@ _EXPORTS = {
     "course_utils.placements": ("Block", "Placement", "placement", "planned_placement", "shard_of"),
     "course_utils.fit": ("FitReport", "will_it_fit"),
     "course_utils.sizing": ("PRESETS", "abstract_model", "training_memory", "without_axis"),
-    "course_utils.train": ("Comparison", "TrainingRun", "compare_runs", "compare_weights", "run_training"),
+    "course_utils.equivalence": ("Comparison", "RunComparison", "compare_runs", "compare_weights"),
+    "course_utils.train": ("TrainingRun", "reordered_rows", "run_training"),
     "course_utils.multiprocess": ("ProcessOwnership", "ProcessSetup", "local_rows", "planned_batch_slices",
                                   "process_batch_slice", "process_ownership", "setup_process"),
     "course_utils.viz": ("device_color", "draw_batch_split", "draw_bytes", "draw_fit", "draw_memory", "draw_memory_by",
@@ -47,8 +48,8 @@ _EXPORTS = {
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("activations", "checkpoints", "collectives", "communication", "compiling", "course", "devices",
-               "expectation", "fit", "hlo", "jax_internals", "keras_internals", "layer_outputs", "layout",
-               "layout_checks", "memory", "mesh", "models", "multiprocess", "placements", "sizing", "train", "viz",
+               "equivalence", "expectation", "fit", "hlo", "jax_internals", "keras_internals", "layer_outputs", "layout",
+               "layout_checks", "memory", "mesh", "models", "multiprocess", "placements", "sizing", "step_replay", "train", "viz",
                "widgets")
 
 __all__ = sorted(_HOME)

@@ -7,11 +7,16 @@ import html
 from collections.abc import Sequence
 
 
+# Verdict words a note may start with: shown in bold in HTML, where a learner reads them.
+VERDICTS = ("NOT equivalent", "EQUIVALENT", "AGREE", "DIFFER")
+
+
 class Table:
-    """Rows of plain values with column headers.
+    """Rows of plain values with column headers, then notes (a verdict, a legend).
 
     Subclasses set `title` and `columns` and fill `rows`; `cells(row)` turns
-    one row into the strings shown.
+    one row into the strings shown; `notes()` gives the lines under the
+    table, shown the same in the text form and in the HTML a notebook shows.
     """
 
     title: str = ""
@@ -34,6 +39,10 @@ class Table:
     def cells(self, row) -> list[str]:
         return [str(v) for v in row]
 
+    def notes(self) -> list[str]:
+        """The lines under the table (a verdict first, when there is one), in text and HTML alike."""
+        return []
+
     def _grid(self) -> list[list[str]]:
         return [list(self.columns)] + [self.cells(r) for r in self.rows]
 
@@ -44,7 +53,7 @@ class Table:
         lines = [fmt(grid[0]), "  ".join("-" * w for w in widths)]
         lines += [fmt(line) for line in grid[1:]]
         head = [self.title] if self.title else []
-        return "\n".join(head + lines)
+        return "\n".join(head + lines + self.notes())
 
     def _repr_html_(self) -> str:
         grid = self._grid()
@@ -54,7 +63,18 @@ class Table:
             for line in grid[1:]
         )
         caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
-        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        notes = "".join(f'<p class="table-note">{_note_html(note)}</p>' for note in self.notes())
+        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}"
+
+
+def _note_html(note: str) -> str:
+    """A note as HTML: a verdict word at its start (after a "- " bullet, if any) in bold."""
+    bullet = "- " if note.startswith("- ") else ""
+    text = note[len(bullet):]
+    for word in VERDICTS:
+        if text.startswith(word):
+            return f"{html.escape(bullet)}<strong>{html.escape(word)}</strong>{html.escape(text[len(word):])}"
+    return html.escape(note)
 
 
 def shown(value, limit: int = 80, *, as_text: bool = False) -> str:

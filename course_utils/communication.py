@@ -117,13 +117,14 @@ class CommunicationReport(Table):
             return ""
         return f", from {', '.join(layers[:4])}{' and more' if len(layers) > 4 else ''} (see .by_layer())"
 
-    def __repr__(self) -> str:
+    def notes(self) -> list[str]:
+        """The verdict (AGREE or DIFFER, with each difference), what is shown apart, how it was compiled."""
         differences = self.differences()
         modelled = "on what it models" if self._unmodelled_rows() else ""
         if not differences:
-            lines = [f"{super().__repr__()}\ncompiled program and expectation AGREE{' ' + modelled if modelled else ''}"]
+            lines = [f"AGREE: the compiled program holds what the layout predicts{', ' + modelled if modelled else ''}"]
         else:
-            lines = [f"{super().__repr__()}\ncompiled program and expectation DIFFER:"]
+            lines = ["DIFFER: the compiled program and what the layout predicts differ:"]
             lines += [f"- {line}" for line in differences]
         for part, by_key in self.unmodelled().items():
             amounts = "; ".join(f"{n:,} bytes of {_label(key)}" for key, n in by_key.items())
@@ -134,7 +135,7 @@ class CommunicationReport(Table):
             if len(self.not_modelled) > 8:
                 lines.append(f"- ... and {len(self.not_modelled) - 8} more (.not_modelled)")
         lines.append(self.compiled_with)
-        return "\n".join(lines)
+        return lines
 
 
 def _label(key) -> str:

@@ -73,6 +73,40 @@ def use_compilation_cache() -> Path | None:
 SOURCE_FILE_CHANGES = r"^.*/(?:site-packages|dist-packages|ipykernel_\d+)/"
 
 
+# XLA CPU's instruction sets, oldest first, as `--xla_cpu_max_isa` names them, with the CPU flags
+# (Linux's /proc/cpuinfo) each needs. XLA compiles for the newest one the host has unless told otherwise.
+INSTRUCTION_SETS = (("SSE4_2", ("sse4_2",)), ("AVX", ("avx",)), ("AVX2", ("avx2", "fma")),
+                    ("AVX512", ("avx512f", "avx512bw", "avx512dq", "avx512vl")))
+
+
+def instruction_sets(cpuinfo: str | None = None) -> tuple[str, ...]:
+    """The x86 instruction sets XLA CPU can compile for on this machine, oldest first.
+
+    Each is a value of XLA's `--xla_cpu_max_isa` flag (a test-only lever: it makes XLA compile as
+    for an older CPU, whose results differ in the last bits). Empty where /proc/cpuinfo cannot
+    tell (not Linux, or not x86).
+
+    Args:
+        cpuinfo: The text of /proc/cpuinfo; read from the machine when None.
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return ()
+    flags = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags = set(line.partition(":")[2].split())
+            break
+    found = []
+    for name, needs in INSTRUCTION_SETS:
+        if not set(needs) <= flags:
+            break
+        found.append(name)
+    return tuple(found)
+
+
 class XlaFlagsWarning(UserWarning):
     """XLA_FLAGS is set: the course's numbers and verdicts were checked with XLA's defaults."""
 
@@ -101,6 +135,21 @@ XLA_FLAGS_FIX = ("unset XLA_FLAGS (a flag that changes no result, a dump folder 
 # that runs always gets XLA's defaults (with these, a sharded training step computed other numbers).
 READING_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True,
                    "xla_cpu_use_fusion_emitters": False}
+
+
+def keyed_without_names() -> contextlib.AbstractContextManager:
+    """A context in which this thread's compiled programs are kept in the cache under a key without names.
+
+    The course keys every program by its metadata too (`use_compilation_cache`), so that a program
+    a report reads carries its own layer names. A program that is only run, never read (the
+    one-device step `run_training` replays a sharded run's steps on) may share its entry with any
+    model of the same shapes, whatever its layers and optimizer are called: a second model of the
+    same architecture then finds the first one's program. It changes which entry is used, never
+    what is computed (JAX's own context for the option, `jax_internals.READS`).
+    """
+    from jax._src import config
+
+    return config.compilation_cache_include_metadata_in_key(False)
 
 
 def layer_names_kept() -> contextlib.AbstractContextManager:

@@ -84,11 +84,8 @@ class FitReport(Table):
         return [row.model, str(row.mesh_shape), *(f"{getattr(row, part):.1f}" for part in self.counted),
                 f"{row.total:.1f}", *verdicts]
 
-    def __repr__(self) -> str:
-        return f"{super().__repr__()}\n{self.legend}"
-
-    def _repr_html_(self) -> str:
-        return f"{super()._repr_html_()}<p>{self.legend}</p>"
+    def notes(self) -> list[str]:
+        return [self.legend]
 
     @property
     def legend(self) -> str:

@@ -26,6 +26,9 @@ READS = (
      "(a jaxpr invar) or computed", "activations"),
     ("`jax._src.config.include_full_tracebacks_in_locations(True)`: a context that turns the option on in "
      "this thread only, and restores it", "compiling.layer_names_kept (the layer names in op_name)"),
+    ("`jax._src.config.compilation_cache_include_metadata_in_key(False)`: a context that keys this thread's "
+     "compiled programs without their metadata, and restores the setting", "compiling.keyed_without_names "
+     "(the one-device step a sharded run's steps are replayed on)"),
 )
 
 
@@ -61,6 +64,17 @@ def _locations_are_kept() -> bool:
     with layer_names_kept():
         inside = jax.config.jax_include_full_tracebacks_in_locations
     return inside is True and jax.config.jax_include_full_tracebacks_in_locations == before
+
+
+def _metadata_key_is_scoped() -> bool:
+    import jax
+
+    from course_utils.compiling import keyed_without_names
+
+    before = jax.config.jax_compilation_cache_include_metadata_in_key
+    with keyed_without_names():
+        inside = jax.config.jax_compilation_cache_include_metadata_in_key
+    return inside is False and jax.config.jax_compilation_cache_include_metadata_in_key == before
 
 
 def _probe_program() -> str:
@@ -107,7 +121,7 @@ def missing() -> list[str]:
 
     gone = []
     for probe, part in ((_name_stack_is_read, READS[0][0]), (_residuals_are_read, READS[3][0]),
-                        (_locations_are_kept, READS[4][0])):
+                        (_locations_are_kept, READS[4][0]), (_metadata_key_is_scoped, READS[5][0])):
         try:
             works = probe()
         except Exception:  # a probe that breaks is a part that is gone

@@ -1,7 +1,8 @@
 """Every private Keras attribute the course relies on, in one place.
 
 Keras has no public way to ask for these: the state a training step takes,
-the shardings of that state, every sub-layer of a model, the LayoutMap a
+the state `fit` holds between its steps, one step of the compiled training
+function, the shardings of that state, every sub-layer of a model, the LayoutMap a
 `ModelParallel` holds, the name scopes open now, the variables a
 `StatelessScope` will allocate. Each is reached here and nowhere else, so a
 Keras upgrade that renames one breaks one module, and `missing()` (run by the
@@ -29,6 +30,7 @@ ATTRIBUTES = (
     ("keras.layers.Layer", "_layers"),
     ("keras.distribution.ModelParallel", "_layout_map"),
     ("keras.Model", "_symbolic_build"),
+    ("keras.Model", "train_function"),
     ("keras.src.backend.common.global_state", "get_global_attribute"),
     ("keras.src.backend.common.global_state", "set_global_attribute"),
 )
@@ -37,6 +39,36 @@ ATTRIBUTES = (
 def training_state(model) -> tuple:
     """The state `model.train_step` takes under JAX: trainable, non-trainable, optimizer, metrics."""
     return model._get_jax_state(True, True, True, True)
+
+
+def state_after_step(model) -> tuple[list, list, list]:
+    """Inside `fit` (a callback's `on_train_batch_end`): the state the step just returned.
+
+    Keras's JAX trainer keeps it between steps without writing it back to the variables (a
+    callback that reads `self.model` has it written back, every step). Returns host copies of the
+    trainable, non-trainable and optimizer variables, in the model's order.
+    """
+    import numpy as np
+
+    state = model._jax_state
+    return tuple([np.array(value) for value in state[part]]
+                 for part in ("trainable_variables", "non_trainable_variables", "optimizer_variables"))
+
+
+def one_step(model, state: tuple[list, list, list], batch) -> tuple[list, list, list]:
+    """One step of `model`'s own compiled training function from `state` on `batch` (`(x, y)`).
+
+    Nothing of `model` changes: Keras's JAX training function takes the state and returns the
+    next one. The metrics start from zero. Returns host copies, as `state_after_step` does.
+    """
+    import numpy as np
+
+    if model.train_function is None:
+        model._symbolic_build(data_batch=batch)
+        model.make_train_function()
+    metrics = [np.zeros(v.shape, v.dtype) for v in model.metrics_variables]
+    _, (trainable, non_trainable, optimizer, _) = model.train_function((*state, metrics), iter([batch]))
+    return tuple([np.array(value) for value in part] for part in (trainable, non_trainable, optimizer))
 
 
 def state_shardings(model):
@@ -98,6 +130,7 @@ def forget_deferred(variables) -> None:
 BEHAVIOURS = (
     "a shape-only variable, once forgotten, stays unallocated when the next StatelessScope closes",
     "name_scope_path() names the Keras name scopes open now",
+    "fit keeps each step's state where state_after_step reads it, and one_step takes that step again",
 )
 
 
@@ -120,6 +153,28 @@ def _name_scope_is_seen() -> bool:
             return name_scope_path() == "course_probe/inner"
 
 
+def _steps_are_kept_and_repeatable() -> bool:
+    import keras
+    import numpy as np
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    x, y = np.ones((4, 2), "float32"), np.zeros((4, 1), "float32")
+    seen = []
+    model.optimizer.build(model.trainable_variables)
+    before = tuple([np.array(v.value) for v in variables] for variables in
+                   (model.trainable_variables, model.non_trainable_variables, model.optimizer.variables))
+
+    class Keep(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            seen.append(state_after_step(self._model))
+
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[Keep()])
+    again = one_step(model, before, (x, y))
+    return (len(seen) == 1 and len(seen[0][0]) == len(again[0]) == 2
+            and all(np.array_equal(a, b) for a, b in zip(seen[0][0], again[0])))
+
+
 def missing() -> list[str]:
     """What this Keras no longer offers: attributes as "owner.attribute", broken behaviours by `BEHAVIOURS`.
 
@@ -139,7 +194,8 @@ def missing() -> list[str]:
         "keras.src.backend.common.global_state": importlib.import_module("keras.src.backend.common.global_state"),
     }
     gone = [f"{owner}.{name}" for owner, name in ATTRIBUTES if not hasattr(owners[owner], name)]
-    for behaviour, probe in zip(BEHAVIOURS, (_deferred_stays_unallocated, _name_scope_is_seen)):
+    probes = (_deferred_stays_unallocated, _name_scope_is_seen, _steps_are_kept_and_repeatable)
+    for behaviour, probe in zip(BEHAVIOURS, probes):
         try:
             works = probe()
         except Exception:  # a probe that breaks is a behaviour that is gone

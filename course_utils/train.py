@@ -1,22 +1,45 @@
-"""Training a model on one device or sharded, and comparing the runs.
+"""Training a model on one device or sharded.
 
 `run_training` trains with Keras's own `fit` and records what a learner needs
-to trust a sharded run: the loss of every step, the final weights, and step
-times measured honestly (compilation excluded, the step's result ready before
-the clock stops, the median over steps).
+to trust a sharded run: the loss of every step, the weights it started from and
+ended with, what the run was set up with (optimizer, batches), every step
+replayed on one device (`step_replay`), and step times measured honestly
+(compilation excluded, the step's result ready before the clock stops, the
+median over steps). `compare_runs` (in `equivalence`) reads all of it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from course_utils._table import Table
 from course_utils.devices import current_setup, scope_for
 from course_utils.mesh import describe_distribution
+from course_utils.step_replay import StepReplay, StepReplayer, one_device_twin
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What a run was set up with: two runs set up differently do not train the same model.
+
+    Attributes:
+        weights: Per weight, in the model's order: its shape and whether it trains.
+        optimizer: The optimizer's configuration (`get_config()`, without its name).
+        batch_size, epochs: As `fit` was called.
+        batches: Per batch of an epoch, a digest of its rows whatever their order.
+        ordered: Per batch, a digest of its rows in their order.
+    """
+
+    weights: tuple[tuple[tuple[int, ...], bool], ...]
+    optimizer: dict
+    batch_size: int
+    epochs: int
+    batches: tuple[str, ...]
+    ordered: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -30,6 +53,10 @@ class TrainingRun:
         step_seconds: Wall time of every step after the first (which compiles).
         simulated: True when the devices were simulated CPU devices.
         model: The trained Keras model.
+        initial_weights: The weights before the first step, by path.
+        setup: What the run was set up with (`RunSetup`).
+        replay: Every step replayed on one device (`step_replay.StepReplay`); None for a run that
+            trained on one device (its steps are one device's) or was asked not to replay.
     """
 
     label: str
@@ -38,6 +65,10 @@ class TrainingRun:
     step_seconds: np.ndarray
     simulated: bool
     model: object = field(repr=False, compare=False)
+    initial_weights: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    setup: RunSetup | None = field(default=None, repr=False, compare=False)
+    replay: StepReplay | None = field(default=None, repr=False, compare=False)
+    sharded: bool = False
 
     @property
     def median_step_seconds(self) -> float:
@@ -51,14 +82,22 @@ class TrainingRun:
                 f"median step {self.median_step_seconds * 1e3:.2f} ms on {where})")
 
 
-def _step_recorder():
-    """A Keras callback that records each step's loss and wall time."""
+def _step_recorder(replayer: StepReplayer | None = None):
+    """A Keras callback that records each step's loss and wall time, and has `replayer` replay it.
+
+    The replayer reads the state before the first step and replays each step after the clock
+    stops, so the step times hold the step alone.
+    """
     import keras
 
     class StepRecorder(keras.callbacks.Callback):
         def __init__(self):
             super().__init__()
             self.losses, self.times = [], []
+
+        def on_train_begin(self, logs=None):
+            if replayer:
+                replayer.start(self._model)  # not self.model: reading it writes fit's state back every step
 
         def on_epoch_begin(self, epoch, logs=None):
             self.seen, self.epoch_sum = 0, 0.0
@@ -73,13 +112,21 @@ def _step_recorder():
             self.losses.append(mean * (self.seen + 1) - self.epoch_sum)
             self.seen += 1
             self.epoch_sum = mean * self.seen
+            if replayer:
+                replayer.after(self._model)
 
     return StepRecorder()
 
 
 def run_training(build_model: Callable, data, *, distribution=None, epochs: int = 1, batch_size: int = 32,
-                 seed: int = 0, label: str | None = None, verbose: int = 0) -> TrainingRun:
+                 seed: int = 0, label: str | None = None, verbose: int = 0, replay: bool = True) -> TrainingRun:
     """Builds a model under a distribution and trains it with Keras `fit`.
+
+    Under a distribution, every step is also replayed on one device (`replay=True`): before the
+    step the run's whole training state is copied, and after it a one-device twin of the model
+    (a second `build_model()`) takes one step from that copy on the same batch; how far the two
+    results lie apart is kept in `.replay`, which `compare_runs` judges. The replays run between
+    the steps, outside the step times.
 
     Args:
         build_model: A function returning a compiled Keras model; it is
@@ -92,6 +139,8 @@ def run_training(build_model: Callable, data, *, distribution=None, epochs: int 
         seed: Seeds Keras, NumPy and Python before the model is built.
         label: Names the run in tables; defaults to the distribution.
         verbose: Passed to `fit` (0 silent, 1 progress bar, 2 a line per epoch).
+        replay: Replay every step of a sharded run on one device (see above); ignored without a
+            distribution.
 
     Returns:
         A `TrainingRun`.
@@ -108,24 +157,63 @@ def run_training(build_model: Callable, data, *, distribution=None, epochs: int 
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise ValueError(f"epochs must be a positive whole number: a run with no steps has no loss to compare. "
                          f"Received: epochs={epochs!r}. Use for example epochs=1.")
-    recorder = _step_recorder()
     with scope_for(distribution):
         keras.utils.set_random_seed(seed)
         model = build_model()
         if not getattr(model, "compiled", False):
             raise ValueError(f"build_model must return a compiled model; {model.name!r} is not compiled. "
                              f"Call model.compile(optimizer=..., loss=...) inside build_model.")
-        model.fit(x, y, epochs=epochs, batch_size=batch_size, shuffle=False, verbose=verbose,
-                  callbacks=[recorder])
-    setup = current_setup()
+    initial = {v.path: np.array(v.value) for v in model.weights}
+    replayer = StepReplayer(one_device_twin(build_model), x, y, batch_size) if distribution is not None and replay else None
+    recorder = _step_recorder(replayer)
+    with scope_for(distribution):
+        model.fit(x, y, epochs=epochs, batch_size=batch_size, shuffle=False, verbose=verbose, callbacks=[recorder])
+    devices = current_setup()
     return TrainingRun(
         label=label or describe_distribution(distribution),
         losses=np.asarray(recorder.losses),
         weights={v.path: np.asarray(v.value) for v in model.weights},
         step_seconds=np.asarray(recorder.times[1:]),
-        simulated=bool(setup and setup.simulated) or _uses_cpu(distribution),
+        simulated=bool(devices and devices.simulated) or _uses_cpu(distribution),
         model=model,
+        initial_weights=initial,
+        setup=_setup_of(model, x, y, batch_size, epochs),
+        replay=replayer.replay() if replayer else None,
+        sharded=distribution is not None,
     )
+
+
+def reordered_rows(data, batch_size: int, *, seed: int = 1):
+    """The same batches with the rows of each in another order: a change only rounding can see.
+
+    A batch's loss is the mean over its rows, so the order of the rows inside a batch changes
+    nothing in the mathematics of a step, only the order of its sums, as sharding does. Training
+    on them shows how far rounding alone moves a one-device run.
+
+    Args:
+        data: `(x, y)` arrays whose number of rows is a multiple of `batch_size`.
+        batch_size: The batch size the run will use.
+        seed: Chooses the orders.
+
+    Returns:
+        `(x, y)`, reordered inside each batch.
+    """
+    x, y = _check_data(data, batch_size)
+    rng = np.random.default_rng(seed)
+    order = np.concatenate([start + rng.permutation(batch_size) for start in range(0, len(x), batch_size)])
+    return x[order], y[order]
+
+
+def _setup_of(model, x, y, batch_size: int, epochs: int) -> RunSetup:
+    config = {k: v for k, v in model.optimizer.get_config().items() if k != "name"}
+    rows = [hashlib.blake2b(np.ascontiguousarray(x[i]).tobytes() + np.ascontiguousarray(y[i]).tobytes(),
+                            digest_size=16).digest() for i in range(len(x))]
+    batches = [rows[i:i + batch_size] for i in range(0, len(rows), batch_size)]
+    digest = lambda parts: hashlib.blake2b(b"".join(parts), digest_size=16).hexdigest()
+    return RunSetup(
+        weights=tuple((tuple(v.shape), bool(v.trainable)) for v in model.weights),
+        optimizer=config, batch_size=batch_size, epochs=epochs,
+        batches=tuple(digest(sorted(b)) for b in batches), ordered=tuple(digest(b) for b in batches))
 
 
 def _uses_cpu(distribution) -> bool:
@@ -150,83 +238,3 @@ def _check_data(data, batch_size: int):
             f"keep the first {len(x) // batch_size * batch_size} rows."
         )
     return x, y
-
-
-@dataclass(frozen=True)
-class Difference:
-    """The largest difference between two runs for one quantity."""
-
-    name: str
-    max_abs: float
-    max_rel: float
-    within: bool
-
-
-class Comparison(Table):
-    """Largest differences between two runs, losses first, then every weight."""
-
-    columns = ("quantity", "max |a - b|", "max relative", "within tolerance")
-
-    def __init__(self, rows, *, title: str, rtol: float, atol: float):
-        super().__init__(rows, title=title)
-        self.rtol, self.atol = rtol, atol
-
-    def cells(self, row: Difference) -> list[str]:
-        return [row.name, f"{row.max_abs:.2e}", f"{row.max_rel:.2e}", "yes" if row.within else "NO"]
-
-    @property
-    def equivalent(self) -> bool:
-        return all(r.within for r in self.rows)
-
-    def __repr__(self) -> str:
-        verdict = "EQUIVALENT" if self.equivalent else "NOT equivalent"
-        return f"{super().__repr__()}\n{verdict} (rtol={self.rtol:g}, atol={self.atol:g})"
-
-
-def compare_runs(a: TrainingRun, b: TrainingRun, *, rtol: float = 1e-4, atol: float = 1e-5) -> Comparison:
-    """Compares the losses and final weights of two runs of the same model.
-
-    Weights are matched in order (their paths may differ by the model's
-    name). The default tolerance suits float32: sharding changes the order
-    of sums, which moves results by a few units in the last place.
-
-    Returns:
-        A `Comparison`; `.equivalent` is True when everything is within tolerance.
-    """
-    if len(a.losses) != len(b.losses) or len(a.weights) != len(b.weights):
-        raise ValueError(f"The runs differ in shape: {len(a.losses)} vs {len(b.losses)} steps, "
-                         f"{len(a.weights)} vs {len(b.weights)} weights. Compare runs of the same model and data.")
-    rows = [_difference("loss per step", a.losses, b.losses, rtol, atol)]
-    rows += _weight_differences(a.weights, b.weights, rtol, atol)
-    return Comparison(rows, title=f"{a.label} vs {b.label}", rtol=rtol, atol=atol)
-
-
-def compare_weights(a, b, *, rtol: float = 0.0, atol: float = 0.0) -> Comparison:
-    """Compares every weight of two models (e.g. before saving and after restoring).
-
-    Args:
-        a, b: Keras models with the same weights in the same order.
-        rtol, atol: Tolerances; the defaults ask for exact equality.
-    """
-    wa = {v.path: np.asarray(v.value) for v in a.weights}
-    wb = {v.path: np.asarray(v.value) for v in b.weights}
-    if len(wa) != len(wb):
-        raise ValueError(f"The models have {len(wa)} and {len(wb)} weights; compare models of the same architecture.")
-    return Comparison(_weight_differences(wa, wb, rtol, atol), title=f"{a.name} vs {b.name}", rtol=rtol, atol=atol)
-
-
-def _weight_differences(wa: dict, wb: dict, rtol: float, atol: float) -> list[Difference]:
-    rows = []
-    for (path, x), y in zip(wa.items(), wb.values()):
-        if x.shape != y.shape:
-            raise ValueError(f"Weight {path!r} has shape {x.shape} in one and {y.shape} in the other.")
-        rows.append(_difference(path, x, y, rtol, atol))
-    return rows
-
-
-def _difference(name, a, b, rtol, atol) -> Difference:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    gap = np.abs(a - b)
-    rel = gap / np.maximum(np.abs(a), np.finfo(np.float32).tiny)
-    return Difference(name, float(gap.max(initial=0)), float(rel.max(initial=0)),
-                      bool(np.allclose(a, b, rtol=rtol, atol=atol)))

@@ -159,7 +159,7 @@ def test_causal_lm_report_agrees_on_what_it_models_and_shows_the_rest_apart(caus
     lm, dist, report = causal_lm
     assert report.agrees, report  # the official map's step does what its layout implies: no blanket DIFFER
     text = repr(report)
-    assert "AGREE on what it models" in text
+    assert "AGREE: the compiled program holds what the layout predicts, on what it models" in text
     assert "Not modelled, shown apart: weights split over the batch axis (FSDP)" in text
     assert "the optimizer's update of weights replicated over the batch axis" in text  # the norm scales
     parts = report.unmodelled()

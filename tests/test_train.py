@@ -1,4 +1,4 @@
-"""Sharded training computes what single-device training computes."""
+"""run_training: Keras's own fit, each step's loss, the run's set-up, every sharded step replayed on one device."""
 
 import dataclasses
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from keras import distribution
 
-from course_utils import compare_runs, make_layout_map, make_mesh, models, run_training
+from course_utils import compare_runs, make_layout_map, make_mesh, models, reordered_rows, run_training
 
 
 ROWS, BATCH = 128, 32
@@ -85,8 +85,42 @@ def test_a_different_seed_is_not_equivalent(single, data):
     other = run_training(build, data, epochs=2, batch_size=BATCH, seed=1)
     comparison = compare_runs(single, other)
     assert not comparison.equivalent
-    assert "NOT equivalent" in repr(comparison)
+    assert "NOT equivalent: the runs differ before their first step" in repr(comparison)
+    assert "other initial weights" in comparison.verdict()
     assert comparison.rows[1].max_abs > 1e-3
+
+
+def test_a_sharded_run_replays_every_step_and_keeps_its_set_up(single, data):
+    run = run_training(build, data, distribution=model_parallel(), epochs=2, batch_size=BATCH)
+    assert single.replay is None and not single.sharded  # one device's steps are one device's
+    assert run.sharded and len(run.replay) == len(run.losses) == 8
+    assert run.replay.names[:4] == tuple(run.weights) and "adam" in run.replay.names[-1]
+    assert np.all(run.replay.changes[:, :4] > 0)  # every weight moved in every step
+    assert run.setup.batch_size == BATCH and run.setup.epochs == 2 and len(run.setup.batches) == ROWS // BATCH
+    assert run.setup.optimizer["learning_rate"] == pytest.approx(1e-2) and "name" not in run.setup.optimizer
+    for path, value in single.initial_weights.items():  # seeded alike: the same start, sharded or not
+        np.testing.assert_array_equal(value, run.initial_weights[path])
+
+
+def test_the_replay_changes_nothing_in_the_run_it_replays(data):
+    kept = run_training(build, data, distribution=model_parallel(), epochs=1, batch_size=BATCH)
+    plain = run_training(build, data, distribution=model_parallel(), epochs=1, batch_size=BATCH, replay=False)
+    assert plain.replay is None
+    np.testing.assert_array_equal(kept.losses, plain.losses)
+    for path in kept.weights:
+        np.testing.assert_array_equal(kept.weights[path], plain.weights[path])
+
+
+def test_reordered_rows_keeps_every_batch_and_changes_each_order(data):
+    x, y = reordered_rows(data, BATCH)
+    for start in range(0, ROWS, BATCH):
+        rows = slice(start, start + BATCH)
+        assert not np.array_equal(x[rows], data[0][rows])
+        assert sorted(map(bytes, x[rows])) == sorted(map(bytes, data[0][rows]))
+        order = [int(np.flatnonzero((data[0][rows] == row).all(axis=1))[0]) for row in x[rows]]
+        np.testing.assert_array_equal(y[rows], data[1][rows][order])  # each label stays with its row
+    with pytest.raises(ValueError, match="multiple of batch_size"):
+        reordered_rows((data[0][:100], data[1][:100]), BATCH)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,112 @@
+"""Sharded runs that are right and sharded runs with a bug planted, each judged by `compare_runs`.
+
+Run as a script in a fresh process, so that `XLA_FLAGS` (e.g. `--xla_cpu_max_isa=AVX`) can choose
+the instruction set XLA compiles for before JAX starts. Prints one JSON object: per case, whether
+`compare_runs` called it equivalent, and its verdict line.
+
+The bugs are planted where a sharded run goes wrong in practice, and only under a distribution, so
+the one-device twin that replays each step computes the right step:
+- a dropped gradient: the first layer learns nothing (its input's gradient is stopped);
+- a lost shard of the batch: the loss counts half the rows (as if half the devices' rows were lost);
+- a gradient summed instead of averaged over the 8 devices (the loss scaled by 8; Adam's update
+  divides it out, its moments do not);
+- data fed twice: every batch's second half replaced by its first (two processes feeding one shard);
+- another learning rate, another seed: set-ups that differ before the first step.
+"""
+
+import json
+import os
+import sys
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+os.environ.setdefault("COURSE_COMPILATION_CACHE", "off")
+
+from course_utils import setup_devices  # noqa: E402
+
+setup_devices(8)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from keras import distribution  # noqa: E402
+
+from course_utils import compare_runs, make_layout_map, make_mesh, models, run_training  # noqa: E402
+
+ROWS, BATCH = 128, 32
+
+
+class Bug(keras.layers.Layer):
+    """Identity on one device; under a distribution, `kind` plants its bug."""
+
+    def __init__(self, kind="", **kwargs):
+        super().__init__(**kwargs)
+        self.kind = kind
+
+    def call(self, x):
+        if distribution.distribution() is None or not self.kind:
+            return x
+        if self.kind == "dropped gradient":
+            return keras.ops.stop_gradient(x)
+        return x
+
+
+class Model(keras.Model):
+    """A functional MLP whose loss, under a distribution, can lose half the batch or be summed over devices."""
+
+    def __init__(self, *args, loss_bug="", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.loss_bug = loss_bug
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if distribution.distribution() is not None and self.loss_bug == "lost shard":
+            half = keras.ops.shape(y)[0] // 2
+            return super().compute_loss(x[:half], y[:half], y_pred[:half], None, training)
+        loss = super().compute_loss(x, y, y_pred, sample_weight, training)
+        if distribution.distribution() is not None and self.loss_bug == "summed over devices":
+            return loss * 8
+        return loss
+
+
+def build(bug="", lr=1e-2):
+    inputs = keras.Input((16,))
+    hidden = keras.layers.Dense(32, activation="relu", name="d1")(inputs)
+    hidden = Bug(bug if bug == "dropped gradient" else "", name="bug")(hidden)
+    outputs = keras.layers.Dense(4, name="d2")(hidden)
+    model = Model(inputs, outputs, name="mlp", loss_bug=bug)
+    model.compile(optimizer=keras.optimizers.Adam(lr), loss="mse")
+    return model
+
+
+def main():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(ROWS, 16)).astype("float32"), rng.normal(size=(ROWS, 4)).astype("float32")
+    twice = (x.copy(), y.copy())
+    for start in range(0, ROWS, BATCH):
+        half = BATCH // 2
+        twice[0][start + half:start + BATCH] = x[start:start + half]
+        twice[1][start + half:start + BATCH] = y[start:start + half]
+    dp = distribution.DataParallel(device_mesh=make_mesh((8,), ("data",)))
+    mp = distribution.ModelParallel(layout_map=make_layout_map(make_mesh((2, 4), ("data", "model")),
+                                                               models.mlp_rules()), batch_dim_name="data")
+    single = run_training(build, (x, y), epochs=2, batch_size=BATCH, label="one device")
+    cases = {
+        "data parallel": dict(distribution=dp),
+        "model parallel": dict(distribution=mp),
+        "dropped gradient": dict(distribution=dp, build=lambda: build("dropped gradient")),
+        "lost shard": dict(distribution=mp, build=lambda: build("lost shard")),
+        "summed over devices": dict(distribution=dp, build=lambda: build("summed over devices")),
+        "data fed twice": dict(distribution=dp, data=twice),
+        "another learning rate": dict(distribution=dp, build=lambda: build(lr=8e-2)),
+        "another seed": dict(distribution=mp, seed=1),
+    }
+    verdicts = {}
+    for name, case in cases.items():
+        run = run_training(case.get("build", build), case.get("data", (x, y)), distribution=case["distribution"],
+                           epochs=2, batch_size=BATCH, seed=case.get("seed", 0), label=name)
+        comparison = compare_runs(single, run)
+        worst = run.replay.worst()[2] if run.replay is not None else None
+        verdicts[name] = {"equivalent": comparison.equivalent, "verdict": comparison.verdict(), "worst": worst}
+    print(json.dumps({"xla_flags": os.environ.get("XLA_FLAGS", ""), "cases": verdicts}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
