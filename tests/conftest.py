@@ -2,7 +2,11 @@
 
 Every lesson runs at most twice in a test session (`lesson_runs`): as a learner gets it, in the
 environment Binder would build (`binder_env`), and with its solutions filled in, in this one.
-Every test that needs an executed lesson reads those runs. All runs share this environment's
+Every test that needs an executed lesson reads those runs. So that what a lesson says holds on
+every learner's CPU, not only on this one, the two runs compile for different instruction sets: the
+learner's run with XLA's defaults (the newest this CPU has), the solved run for the oldest XLA CPU
+targets (`--xla_cpu_max_isa=SSE4_2`, a test-only flag); a lesson that compares training runs also
+runs once, solved, for each instruction set in between (`OLDER_ISAS`). All runs share this environment's
 compilation cache, so the second run of a lesson, and every run of a later session, starts from
 the programs the first one compiled.
 
@@ -35,7 +39,7 @@ os.environ["COURSE_PLATFORM"] = "cpu"
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
 from course_utils import setup_devices  # noqa: E402
-from course_utils.compiling import CACHE_ENV  # noqa: E402
+from course_utils.compiling import CACHE_ENV, instruction_sets  # noqa: E402
 from course_utils.course.runner import SERIES_WORKERS  # noqa: E402
 
 SETUP = setup_devices(8)
@@ -50,6 +54,12 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
+
+# The x86 instruction sets XLA CPU can compile for here, oldest first: the solved runs take the oldest,
+# the learner's runs XLA's default (the newest), and the lessons that compare runs each one in between.
+ISAS = instruction_sets()
+SOLVED_ISA = ISAS[0] if len(ISAS) > 1 else None
+OLDER_ISAS = ISAS[1:-1]
 
 _BUILT: dict = {}
 _BUILDING = threading.Lock()
@@ -140,15 +150,19 @@ class LessonRuns:
         self._lock = threading.Lock()
 
     def start(self, wanted) -> None:
-        """Queues runs, given as `(lesson path, solved)` pairs, in that order."""
-        for path, solved in wanted:
-            self._future(Path(path), solved)
+        """Queues runs, given as `(lesson path, solved, instruction set)`, in that order."""
+        for path, solved, isa in wanted:
+            self._future(Path(path), solved, isa)
 
     def learner(self, path):
-        return self._future(Path(path), False).result()
+        return self._future(Path(path), False, None).result()
 
     def solved(self, path):
-        return self._future(Path(path), True).result()
+        return self._future(Path(path), True, SOLVED_ISA).result()
+
+    def on(self, path, isa: str):
+        """The lesson run solved, its programs compiled for the instruction set `isa`."""
+        return self._future(Path(path), True, isa).result()
 
     def course(self):
         """The course built once from every learner's run: (the build folder, its index page)."""
@@ -191,33 +205,42 @@ class LessonRuns:
     def summary(self) -> list[str]:
         """One line per lesson run this session: its seconds and its kernel's peak memory."""
         lines = []
-        for (stem, solved), future in sorted(self._futures.items()):
+        for (stem, solved, isa), future in sorted(self._futures.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")):
             if future.done() and not future.cancelled() and not future.exception():
                 run = future.result()
-                lines.append(f"{stem:28} {'solved' if solved else 'learner':8} {run.seconds:6.1f} s "
-                             f"{run.peak_rss_mb:6.0f} MB")
+                kind = ("solved" if solved else "learner") + (f", {isa}" if isa else "")
+                lines.append(f"{stem:28} {kind:16} {run.seconds:6.1f} s {run.peak_rss_mb:6.0f} MB")
         return lines
 
-    def _future(self, path: Path, solved: bool):
-        key = (path.stem, solved)
+    def _future(self, path: Path, solved: bool, isa: str | None):
+        key = (path.stem, solved, isa)
         with self._lock:
             if key not in self._futures:
-                self._futures[key] = self._pool.submit(self._run, path, solved)
+                self._futures[key] = self._pool.submit(self._run, path, solved, isa)
             return self._futures[key]
 
-    def _run(self, path: Path, solved: bool):
+    def _run(self, path: Path, solved: bool, isa: str | None):
         from course_utils.course.runner import VERDICTS_CELL, execute
 
         kernel = "python3" if solved else (self.binder_env(), BINDER_KERNEL)[1]
-        tmp = self.tmpdir[path.stem, solved] = self.folder / f"{path.stem}-{'solved' if solved else 'learner'}"
+        name = f"{path.stem}-{'solved' if solved else 'learner'}{f'-{isa}' if isa else ''}"
+        tmp = self.folder / name
+        if isa in (None, SOLVED_ISA):  # a lesson's two runs; the others are only read for their claims
+            self.tmpdir[path.stem, solved] = tmp
         tmp.mkdir()
-        return execute(path, solutions=solved, extra_cells=(VERDICTS_CELL,), kernel=kernel,
-                       env={"TMPDIR": str(tmp)})
+        env = {"TMPDIR": str(tmp), **({"XLA_FLAGS": f"--xla_cpu_max_isa={isa}"} if isa else {})}
+        return execute(path, solutions=solved, extra_cells=(VERDICTS_CELL,), kernel=kernel, env=env)
+
+
+def pytest_generate_tests(metafunc):
+    """A test that takes `older_isa` runs once per instruction set between the lesson runs' two (`OLDER_ISAS`)."""
+    if "older_isa" in metafunc.fixturenames:
+        metafunc.parametrize("older_isa", OLDER_ISAS)
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "lesson_runs(*kinds): the test reads the session's runs of the lessons "
-                                       "('learner', 'solved'); such tests run last, their runs start first")
+                                       "('learner', 'solved', 'isa'); such tests run last, their runs start first")
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected: no run starts for a test that will not run
@@ -225,9 +248,10 @@ def pytest_collection_modifyitems(session, config, items):
     """Tests that read lesson runs go last (after those that need Binder's environment), and the runs
     they need are noted for `_start_lesson_runs`.
 
-    A test's `lesson_runs` marker names the kinds it reads ('learner', 'solved'); one that reaches
-    the runs only through `built_course` reads the learner's; one with neither gets both. A test
-    parametrized by a lesson `path` reads that lesson's runs; any other reads every lesson's.
+    A test's `lesson_runs` marker names the kinds it reads ('learner', 'solved', and 'isa': the solved
+    run for its parameter `older_isa`); one that reaches the runs only through `built_course` reads the
+    learner's; one with neither gets both. A test parametrized by a lesson `path` reads that lesson's
+    runs; any other reads every lesson's.
     """
     from course_utils.course.transforms import lessons
 
@@ -246,11 +270,14 @@ def pytest_collection_modifyitems(session, config, items):
             "learner", "solved")
         params = getattr(item, "callspec", None)
         paths = [Path(params.params["path"])] if params and "path" in params.params else every
-        wanted += [(path, kind == "solved") for path in paths for kind in kinds]
-    # the first learner's run first (it builds Binder's environment), the solved runs beside it
-    wanted = sorted(dict.fromkeys(wanted), key=lambda pair: (not pair[1], pair[0].stem))
-    learners = [pair for pair in wanted if not pair[1]]
-    config.stash[_WANTED] = learners[:1] + [pair for pair in wanted if pair not in learners[:1]]
+        for kind in kinds:
+            isa = params.params["older_isa"] if kind == "isa" else SOLVED_ISA if kind == "solved" else None
+            wanted += [(path, kind != "learner", isa) for path in paths]
+    # the first learner's run first (it builds Binder's environment), the solved runs beside it, the
+    # other instruction sets' runs last
+    wanted = sorted(dict.fromkeys(wanted), key=lambda run: (not run[1], run[2] not in (None, SOLVED_ISA), run[0].stem))
+    learners = [run for run in wanted if not run[1]]
+    config.stash[_WANTED] = learners[:1] + [run for run in wanted if run not in learners[:1]]
     config.stash[_AFTER_COURSE] = _modules_reading(readers, "from_built_course")
 
 

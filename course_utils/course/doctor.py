@@ -196,11 +196,14 @@ def run(out=sys.stdout) -> int:
 
 def check_xla_flags() -> Finding:
     """Whether XLA_FLAGS is set: the lessons' numbers were checked with XLA's defaults."""
-    from course_utils.compiling import XLA_FLAGS_FIX, XLA_FLAGS_RISK, xla_flags
+    from course_utils.compiling import XLA_FLAGS_FIX, XLA_FLAGS_RISK, instruction_sets, xla_flags
 
     flags = xla_flags()
     if not flags:
-        return Finding("XLA flags", "none set: XLA's defaults, with which every lesson's numbers were checked")
+        sets = instruction_sets()
+        cpu = f", compiling for this CPU's {sets[-1]}" if sets else ""
+        return Finding("XLA flags", f"none set: XLA's defaults{cpu}, with which every lesson's numbers were checked "
+                                    f"(the test suite checks them for every x86 instruction set XLA compiles for)")
     return Finding("XLA flags", f"XLA_FLAGS={flags!r}: {XLA_FLAGS_RISK}", XLA_FLAGS_FIX)
 
 

@@ -1,9 +1,12 @@
-"""The explorers in a real JupyterLab, in a real (headless) Chromium.
+"""The explorers and the reports' verdicts in a real JupyterLab, in a real (headless) Chromium.
 
 Starts JupyterLab on 127.0.0.1 with no token, opens a copy of
 `tests/data/explorers.ipynb`, runs all cells from the Run menu, checks that the
 widgets render (dropdowns, sliders, toggle buttons, images), changes controls
 and checks the pictures change and an impossible layout shows its message.
+Then opens the cells of the learner's lesson runs whose reports end in a verdict
+(EQUIVALENT, AGREE, ...), outputs as they ran, and reads each verdict where
+JupyterLab shows it: in the report's HTML, not only in its text form.
 Screenshots go to `test-artifacts/browser/`. Needs the Playwright package and
 Debian's Chromium (`make test` installs both); it fails, never skips, without them.
 """
@@ -19,8 +22,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import pytest
 
+from course_utils.course.transforms import lessons
 from course_utils.launch import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,6 +85,23 @@ def lab():
         yield url, (ARTIFACTS / NOTEBOOK.name).relative_to(ROOT).as_posix()
     finally:
         _stop(process)
+
+
+VERDICTS = ("NOT equivalent", "EQUIVALENT", "AGREE", "DIFFER")
+
+
+def _verdict_cells(runs) -> nbformat.NotebookNode:
+    """One notebook of every code cell, with its outputs, whose HTML output holds a verdict."""
+    cells = []
+    for run in runs:
+        for cell in run.notebook.cells:
+            shown = [o.get("data", {}).get("text/html", "") for o in cell.get("outputs", [])]
+            if cell.cell_type == "code" and any(word in html for html in shown for word in VERDICTS):
+                cells.append(nbformat.v4.new_markdown_cell(f"{run.path.stem}"))
+                cells.append(cell)
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return notebook
 
 
 def _image_sources(page) -> list[str]:
@@ -146,3 +168,32 @@ def _check_explorers(page, notebook_url: str) -> None:
     message.wait_for(timeout=30_000)
     assert "more than one dimension" in message.inner_text()
     explorers.nth(1).screenshot(path=str(ARTIFACTS / "3-layout-explorer-message.png"))
+
+
+@pytest.mark.lesson_runs("learner")
+def test_every_reports_verdict_shows_in_jupyterlab(lab, browser, lesson_runs):
+    """The verdict a report's text ends in (compare_runs, communication_report) is in the HTML the lab shows."""
+    url, _ = lab
+    notebook = _verdict_cells([lesson_runs.learner(path) for path in lessons(ROOT / "notebooks")])
+    expected = [next(w for w in VERDICTS if any(w in o.get("data", {}).get("text/html", "") for o in cell.outputs))
+                for cell in notebook.cells if cell.cell_type == "code"]
+    assert len(expected) >= 8 and {"EQUIVALENT", "AGREE"} <= set(expected)
+    path = ARTIFACTS / "verdicts.ipynb"
+    nbformat.write(notebook, path)
+    page = browser.new_page(viewport={"width": 1400, "height": 1200})
+    try:
+        page.goto(f"{url}/lab/tree/{path.relative_to(ROOT).as_posix()}")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+        _dismiss_news(page)
+        seen = []
+        for i, cell in enumerate(page.locator(".jp-Notebook .jp-CodeCell").all()):
+            cell.scroll_into_view_if_needed()
+            verdict = cell.locator(".jp-OutputArea-output p.table-note strong").first
+            verdict.wait_for(timeout=30_000)
+            seen.append(verdict.inner_text())
+            if i == 0:
+                cell.screenshot(path=str(ARTIFACTS / "4-verdict.png"))
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "failure-verdicts.png"), full_page=True)
+        raise
+    assert seen == expected

@@ -3,7 +3,10 @@
 Each lesson runs twice (the session's `lesson_runs`): as a learner finds it, in Binder's environment
 (exercises untouched must not stop "Run All"), and with every worked solution filled in (every
 checker must say correct). In both runs every claim of the lesson's text must hold
-(`course_utils.course.claims`), and every figure of its text must be claimed.
+(`course_utils.course.claims`), and every figure of its text must be claimed. The two runs compile
+for different instruction sets (XLA's default, and the oldest XLA CPU targets), and a lesson that
+compares training runs runs once more for every instruction set in between, so its claims are
+checked as a learner's older CPU computes them.
 """
 
 import nbformat
@@ -15,6 +18,9 @@ from course_utils.course.transforms import exercise_cells, lessons, solution_for
 LESSONS = lessons("notebooks")
 IDS = [p.stem for p in LESSONS]
 VERDICT_LINES = ("EQUIVALENT", "NOT equivalent", "AGREE", "DIFFER")
+# The lessons that compare training runs: where a CPU's last bits could change what the text says
+COMPARING = [p for p in LESSONS if any("compare_runs(" in c.source for c in nbformat.read(p, as_version=4).cells
+                                      if c.cell_type == "code")]
 
 
 def test_the_series_is_there():
@@ -70,6 +76,19 @@ def test_every_claim_holds(path, solved, lesson_runs):
     run = lesson_runs.solved(path) if solved else lesson_runs.learner(path)
     assert [str(v) for v in run.false_claims] == []
     assert len(run.claims) == len(claims_of(nbformat.read(path, as_version=4)))  # every check ran
+
+
+@pytest.mark.lesson_runs("isa")
+@pytest.mark.parametrize("path", COMPARING, ids=[p.stem for p in COMPARING])
+def test_every_claim_of_a_lesson_that_compares_runs_holds_on_every_instruction_set(path, older_isa, lesson_runs):
+    """`older_isa`: each instruction set between the two runs' (conftest's `OLDER_ISAS`)."""
+    run = lesson_runs.on(path, older_isa)
+    assert [str(v) for v in run.false_claims] == []
+    assert len(run.claims) == len(claims_of(nbformat.read(path, as_version=4)))
+
+
+def test_the_lessons_that_compare_runs_are_known():
+    assert [p.stem[:2] for p in COMPARING] == ["03", "05", "08", "09"]
 
 
 @pytest.mark.lesson_runs("learner")

@@ -1,8 +1,9 @@
 """Sharded runs that are right and sharded runs with a bug planted, each judged by `compare_runs`.
 
-Run as a script in a fresh process, so that `XLA_FLAGS` (e.g. `--xla_cpu_max_isa=AVX`) can choose
-the instruction set XLA compiles for before JAX starts. Prints one JSON object: per case, whether
-`compare_runs` called it equivalent, and its verdict line.
+`judge()` trains every case and returns, per case, whether `compare_runs` called it equivalent, its
+verdict line and the largest replayed step difference. Run as a script in a fresh process, so that
+`XLA_FLAGS` (e.g. `--xla_cpu_max_isa=AVX`) can choose the instruction set XLA compiles for before
+JAX starts, it prints them as one JSON object.
 
 The bugs are planted where a sharded run goes wrong in practice, and only under a distribution, so
 the one-device twin that replays each step computes the right step:
@@ -19,7 +20,6 @@ import os
 import sys
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
-os.environ.setdefault("COURSE_COMPILATION_CACHE", "off")
 
 from course_utils import setup_devices  # noqa: E402
 
@@ -76,7 +76,7 @@ def build(bug="", lr=1e-2):
     return model
 
 
-def main():
+def judge() -> dict:
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(ROWS, 16)).astype("float32"), rng.normal(size=(ROWS, 4)).astype("float32")
     twice = (x.copy(), y.copy())
@@ -105,8 +105,9 @@ def main():
         comparison = compare_runs(single, run)
         worst = run.replay.worst()[2] if run.replay is not None else None
         verdicts[name] = {"equivalent": comparison.equivalent, "verdict": comparison.verdict(), "worst": worst}
-    print(json.dumps({"xla_flags": os.environ.get("XLA_FLAGS", ""), "cases": verdicts}))
+    return verdicts
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    print(json.dumps({"xla_flags": os.environ.get("XLA_FLAGS", ""), "cases": judge()}))
+    sys.exit(0)
