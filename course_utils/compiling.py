@@ -142,9 +142,10 @@ def keyed_without_names() -> contextlib.AbstractContextManager:
 
     The course keys every program by its metadata too (`use_compilation_cache`), so that a program
     a report reads carries its own layer names. A program that is only run, never read (the
-    one-device step `run_training` replays a sharded run's steps on) may share its entry with any
-    model of the same shapes, whatever its layers and optimizer are called: a second model of the
-    same architecture then finds the first one's program. It changes which entry is used, never
+    training steps of `run_training`, and the one-device step it replays a sharded run's steps on)
+    may share its entry with any model of the same shapes, whatever its layers and optimizer are
+    called: a second model of the same architecture, or its one-device twin, then finds the first
+    one's program instead of compiling it again. It changes which entry is used, never
     what is computed (JAX's own context for the option, `jax_internals.READS`).
     """
     from jax._src import config

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from course_utils.compiling import keyed_without_names
 from course_utils.devices import current_setup, scope_for
 from course_utils.mesh import describe_distribution
 from course_utils.step_replay import StepReplay, StepReplayer, one_device_twin
@@ -166,7 +167,8 @@ def run_training(build_model: Callable, data, *, distribution=None, epochs: int 
     initial = {v.path: np.array(v.value) for v in model.weights}
     replayer = StepReplayer(one_device_twin(build_model), x, y, batch_size) if distribution is not None and replay else None
     recorder = _step_recorder(replayer)
-    with scope_for(distribution):
+    # Its programs are only run, never read: a run of another model of the same shapes may share them.
+    with scope_for(distribution), keyed_without_names():
         model.fit(x, y, epochs=epochs, batch_size=batch_size, shuffle=False, verbose=verbose, callbacks=[recorder])
     devices = current_setup()
     return TrainingRun(
