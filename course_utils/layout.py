@@ -159,6 +159,25 @@ def explain_layout(model, distribution) -> LayoutReport:
     return LayoutReport(rows, title=title)
 
 
+@dataclass(frozen=True)
+class _Variable:
+    """What Keras's `get_variable_layout` reads of a variable that has no layout yet: its path and shape."""
+
+    path: str
+    shape: tuple[int, ...]
+
+
+def layout_for(distribution, variable):
+    """The `TensorLayout` `distribution` gives `variable`, whatever layout it was created with.
+
+    Keras's `get_variable_layout` returns the layout a variable was created with, if any, before it
+    looks at its own map; asked about a variable made under another distribution (or none), it
+    would describe the old layout under the new rule. So Keras is asked about a variable of the same
+    path and shape that has no layout yet: what the distribution would give it, by its own lookup.
+    """
+    return distribution.get_variable_layout(_Variable(variable.path, tuple(variable.shape)))
+
+
 def layout_rows(model, distribution, *, optimizer_variables=(), compare_arrays: bool = True) -> list[LayoutRow]:
     """How Keras lays out every variable of a model and of its optimizer under `distribution`, a row each.
 
@@ -185,7 +204,7 @@ def layout_rows(model, distribution, *, optimizer_variables=(), compare_arrays: 
     rows = []
     for variable in [*model.variables, *optimizer_variables]:
         owner = weights.get(owners.get(variable.path))
-        layout = distribution.get_variable_layout(owner if owner is not None else variable)
+        layout = layout_for(distribution, owner if owner is not None else variable)
         rule = f"follows {owner.path}" if owner is not None else matched_rule(layout_map, variable.path)
         shape, axes = tuple(variable.shape), tuple(layout.axes)
         dtype = jax.dtypes.canonicalize_dtype(variable.dtype)  # what JAX really stores

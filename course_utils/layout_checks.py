@@ -21,7 +21,7 @@ from course_utils.layout import matched_rule, model_variables
 from course_utils.placements import layout_errors
 
 
-LARGE_SHARE = 0.01  # a weight of at least this share of the model's parameters, left whole, is warned about
+LARGE_SHARE = 0.01  # a matrix of at least this share of the model's parameters, left whole, is warned about
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,11 @@ def check_layout_map(layout_map, model, *, strict: bool = False, inputs=None) ->
 
 
 def _large_replicated(layout_map, variables, mesh) -> list[Problem]:
-    """A warning for every weight of at least `LARGE_SHARE` of the parameters that no rule splits."""
+    """A warning for every matrix (or larger) of at least `LARGE_SHARE` of the parameters that no rule splits.
+
+    Vectors (biases, norm scales) are never warned about: one holds as many numbers as a single row
+    of the matrix beside it, so splitting it saves next to nothing, however small the model.
+    """
     import jax
 
     devices = math.prod(mesh.shape)
@@ -139,7 +143,8 @@ def _large_replicated(layout_map, variables, mesh) -> list[Problem]:
             layout = layout_map[variable.path]
         except ValueError:  # two keys: an error of its own
             continue
-        if sizes[variable.path] < LARGE_SHARE * total or (layout is not None and any(layout.axes)):
+        if (len(variable.shape) < 2 or sizes[variable.path] < LARGE_SHARE * total
+                or (layout is not None and any(layout.axes))):
             continue
         size = sizes[variable.path] * jax.dtypes.canonicalize_dtype(variable.dtype).itemsize
         warnings.append(Problem("large_replicated", None, variable.path, (

@@ -79,3 +79,17 @@ def test_a_key_that_is_not_a_regular_expression_is_named(mesh, mlp):
 
 # Property: check_layout_map finds a problem (other than an unused key, which breaks nothing) exactly
 # when Keras and JAX refuse to build and call the model under the map.
+
+
+def test_a_model_laid_out_by_another_map_is_explained_by_the_map_asked_about(mesh, mlp, good_map):
+    # Keras's get_variable_layout returns the layout a variable was created with; the report must show
+    # what the new map gives it, and say the array lives otherwise (it did show the old axes, "as planned")
+    with distribution.ModelParallel(layout_map=good_map(mesh), batch_dim_name="data").scope():
+        model = mlp()
+    other = distribution.LayoutMap(mesh)
+    other[".*d2/kernel"] = (None, "model")
+    report = explain_layout(model, distribution.ModelParallel(layout_map=other, batch_dim_name="data"))
+    assert report.row("mlp/d2/kernel").axes == (None, "model") and not report.row("mlp/d2/kernel").as_planned
+    assert report.row("mlp/d1/kernel").axes == (None, None) and not report.row("mlp/d1/kernel").as_planned
+    assert report.row("mlp/d2/bias").as_planned  # whole under both maps
+    assert "NOT laid out as planned" in report.title
