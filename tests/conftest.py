@@ -2,11 +2,12 @@
 
 Every lesson runs at most twice in a test session (`lesson_runs`): as a learner gets it, in the
 environment Binder would build (`binder_env`), and with its solutions filled in, in this one.
-Every test that needs an executed lesson reads those runs. So that what a lesson says holds on
-every learner's CPU, not only on this one, the two runs compile for different instruction sets: the
-learner's run with XLA's defaults (the newest this CPU has), the solved run for the oldest XLA CPU
-targets (`--xla_cpu_max_isa=SSE4_2`, a test-only flag); a lesson that compares training runs also
-runs once, solved, for each instruction set in between (`OLDER_ISAS`). All runs share this environment's
+Every test that needs an executed lesson reads those runs. So that what a lesson that compares
+training runs says holds on every learner's CPU, not only on this one, its two runs compile for
+different instruction sets: the learner's run with XLA's defaults (the newest this CPU has), the
+solved run for the oldest XLA CPU targets (`--xla_cpu_max_isa=SSE4_2`, a test-only flag), and it runs
+once more, solved, for each instruction set in between (`OLDER_ISAS`). The other lessons' solved runs
+compile with XLA's defaults, as their learner's runs do, and find their programs in the cache. All runs share this environment's
 compilation cache, so the second run of a lesson, and every run of a later session, starts from
 the programs the first one compiled.
 
@@ -55,11 +56,20 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-# The x86 instruction sets XLA CPU can compile for here, oldest first: the solved runs take the oldest,
-# the learner's runs XLA's default (the newest), and the lessons that compare runs each one in between.
+# The x86 instruction sets XLA CPU can compile for here, oldest first: the learner's runs take XLA's
+# default (the newest); a lesson that compares runs is solved on the oldest, and on each one in between.
 ISAS = instruction_sets()
 SOLVED_ISA = ISAS[0] if len(ISAS) > 1 else None
 OLDER_ISAS = ISAS[1:-1]
+
+
+
+def solved_isa(path) -> str | None:
+    """The instruction set a lesson's solved run compiles for: the oldest for a lesson that compares runs."""
+    from course_utils.course.transforms import compares_runs
+
+    return SOLVED_ISA if compares_runs(path) else None
+
 
 _BUILT: dict = {}
 _BUILDING = threading.Lock()
@@ -158,7 +168,7 @@ class LessonRuns:
         return self._future(Path(path), False, None).result()
 
     def solved(self, path):
-        return self._future(Path(path), True, SOLVED_ISA).result()
+        return self._future(Path(path), True, solved_isa(path)).result()
 
     def on(self, path, isa: str):
         """The lesson run solved, its programs compiled for the instruction set `isa`."""
@@ -225,7 +235,7 @@ class LessonRuns:
         kernel = "python3" if solved else (self.binder_env(), BINDER_KERNEL)[1]
         name = f"{path.stem}-{'solved' if solved else 'learner'}{f'-{isa}' if isa else ''}"
         tmp = self.folder / name
-        if isa in (None, SOLVED_ISA):  # a lesson's two runs; the others are only read for their claims
+        if isa == (solved_isa(path) if solved else None):  # a lesson's two runs; the others are read for their claims
             self.tmpdir[path.stem, solved] = tmp
         tmp.mkdir()
         env = {"TMPDIR": str(tmp), **({"XLA_FLAGS": f"--xla_cpu_max_isa={isa}"} if isa else {})}
@@ -271,11 +281,14 @@ def pytest_collection_modifyitems(session, config, items):
         params = getattr(item, "callspec", None)
         paths = [Path(params.params["path"])] if params and "path" in params.params else every
         for kind in kinds:
-            isa = params.params["older_isa"] if kind == "isa" else SOLVED_ISA if kind == "solved" else None
-            wanted += [(path, kind != "learner", isa) for path in paths]
-    # the first learner's run first (it builds Binder's environment), the solved runs beside it, the
-    # other instruction sets' runs last
-    wanted = sorted(dict.fromkeys(wanted), key=lambda run: (not run[1], run[2] not in (None, SOLVED_ISA), run[0].stem))
+            isa = params.params["older_isa"] if kind == "isa" else "solved" if kind == "solved" else None
+            wanted += [(path, kind != "learner", solved_isa(path) if isa == "solved" else isa) for path in paths]
+    # the first learner's run first (it builds Binder's environment), the solved runs beside it: those
+    # compiled for other instruction sets first, the longest (the latest lessons) first, as nothing
+    # shares their programs; then the others, whose programs the learner's runs after them reuse
+    other_isa = lambda run: run[1] and run[2] is not None
+    wanted = sorted(dict.fromkeys(wanted), key=lambda run: (
+        not run[1], not other_isa(run), -int(run[0].stem[:2]) if other_isa(run) else int(run[0].stem[:2])))
     learners = [run for run in wanted if not run[1]]
     config.stash[_WANTED] = learners[:1] + [run for run in wanted if run not in learners[:1]]
     config.stash[_AFTER_COURSE] = _modules_reading(readers, "from_built_course")

@@ -27,6 +27,14 @@ def lessons(folder: str | os.PathLike = "notebooks") -> list[Path]:
     return sorted(p for p in Path(folder).glob("[0-9][0-9]_*.ipynb"))
 
 
+def compares_runs(path: str | os.PathLike) -> bool:
+    """Whether a lesson compares training runs (a code cell calls `compare_runs`): where the last bits
+    a CPU computes could change what its text says, so the tests run it on every instruction set."""
+    import nbformat
+
+    return any(c.cell_type == "code" and "compare_runs(" in c.source for c in nbformat.read(path, as_version=4).cells)
+
+
 def solution_for(notebook, index: int) -> str:
     """The worked solution of the exercise cell at `index`."""
     following = notebook.cells[index + 1] if index + 1 < len(notebook.cells) else None

@@ -183,7 +183,8 @@ def test_every_reports_verdict_shows_in_jupyterlab(lab, browser, lesson_runs):
     page = browser.new_page(viewport={"width": 1400, "height": 1200})
     try:
         page.goto(f"{url}/lab/tree/{path.relative_to(ROOT).as_posix()}")
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+        page.wait_for_function(f"document.querySelectorAll('.jp-Notebook .jp-CodeCell').length >= {len(expected)}",
+                               timeout=60_000)
         _dismiss_news(page)
         seen = []
         for i, cell in enumerate(page.locator(".jp-Notebook .jp-CodeCell").all()):

@@ -55,16 +55,17 @@ def test_fixed_map_accepts_a_layout_map():
     ({**BUGGY, ".*d2/bias": ("model",)}, "still finds 1 problem(s)"),
     # the two problems check_layout_map lists, fixed as it says; d3 still split on its columns
     ({".*d2/kernel": (None, "model"), ".*d2/bias": ("model",), ".*d3/kernel": (None, "model")},
-     "rows are dimension 0"),
+     "which of its dimensions does the task split?"),
     ({**FIXED, ".*d3/kernel": (None, "model")}, "cannot see that"),
     (LESSON_MAP, "moves the split one layer on"),
-    ({".*d2/kernel": (None, "model"), ".*d2/bias": ("model",)}, "the task wants"),
+    ({".*d2/kernel": (None, "model"), ".*d2/bias": ("model",)}, "not the one the task describes"),
     ({**FIXED, ".*d2/.*": ("model",)}, "still finds"),
 ])
 def test_fixed_map_wrong(answer, hint):
     verdict = check("04.2", answer)
     assert verdict.status == "not yet"
     assert hint in verdict.message
+    assert "('model', None)" not in verdict.message  # a hint points; it never gives the layout asked for
 
 
 def test_fixed_map_accepts_full_paths():
@@ -99,6 +100,14 @@ def test_mlp_out_rule_without_prefix_is_correct_with_the_note():
     verdict = check("04.3", ("mlp_out/kernel", ("model", None)))
     assert verdict.ok
     assert verdict.message == f"Well done. {lesson04.prefix_note('mlp_out/kernel')}"
+
+
+@pytest.mark.parametrize("axes, hint", [((None, "model"), "where does mlp_in's rule put 'model'?"),
+                                        ((None, None), "which of its dimensions is the input the task splits?")])
+def test_a_wrong_mlp_out_layout_gets_a_hint_that_points_without_answering(axes, hint):
+    verdict = check("04.3", (".*mlp_out/kernel", axes))
+    assert verdict.status == "not yet" and hint in verdict.message
+    assert "dimension 0" not in verdict.message and "('model', None)" not in verdict.message
 
 
 @pytest.mark.parametrize("answer, hint", [

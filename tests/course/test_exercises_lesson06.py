@@ -48,7 +48,7 @@ def test_rows_without_a_data_split():
     assert check("06.3", (0, 32)).ok
     verdict = check("06.3", (16, 32))
     assert verdict.status == "not yet"
-    assert "not split" in verdict.message
+    assert "size 1" in verdict.message and "(0, 32)" not in verdict.message and "whole batch" not in verdict.message
     assert check("06.3", (0, 16)).status == "not yet"
 
 

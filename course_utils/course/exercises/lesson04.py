@@ -163,9 +163,9 @@ def fixed_layout_map(answer):
         got = layouts[variable.path]
         expected = SHIFTED_PAIR.get(variable.path, (None,) * len(variable.shape))
         if got != expected:
-            return (f"The map is clean, but {variable.path!r} gets the layout {got}; the task wants "
-                    f"{expected}. check_layout_map cannot see that: the layout is valid, only not what "
-                    f"you meant. A kernel is (inputs, outputs): rows are dimension 0.")
+            return (f"The map is clean, but {variable.path!r} gets the layout {got}, not the one the task "
+                    f"describes. check_layout_map cannot see that: the layout is valid, only not what you "
+                    f"meant. A kernel is (inputs, outputs): which of its dimensions does the task split?")
     return None
 
 
@@ -196,10 +196,11 @@ def mlp_out_rule(answer):
         return f"Your key also changes the layout of {changed}; it should name only mlp_out's kernel."
     got = layouts["mlp_out/kernel"]
     if got == (None, "model"):
-        return ("That splits mlp_out's output columns. Its input rows (dimension 0) are mlp_in's "
-                "output columns, already split over 'model': split dimension 0.")
+        return ("That splits mlp_out's output columns. Its input rows are mlp_in's output columns: where "
+                "does mlp_in's rule put 'model'?")
     if got != ("model", None):
-        return f"mlp_out/kernel (shape (256, 64)) gets {got}; split its input dimension (0) over 'model'."
+        return (f"mlp_out/kernel (shape (256, 64)) gets {got}. A kernel is (inputs, outputs): which of its "
+                f"dimensions is the input the task splits?")
     note = prefix_note(key)
     return None if note is None else Correct(note)
 

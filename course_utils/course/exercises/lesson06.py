@@ -78,8 +78,8 @@ def rows_without_a_data_split(answer):
     if pair == expected:
         return None
     if pair == (16, 32):
-        return ("The 'data' axis has size 1 here: the batch is not split. Both processes hold parts of the "
-                "same model replica, so both must feed the same, whole batch.")
+        return ("Those are the rows of a batch split in two, but the 'data' axis has size 1 here. What do "
+                "the two processes hold: two replicas of the model, or parts of one?")
     return "Give (start, stop). How many parts does a 'data' axis of size 1 cut the batch into?"
 
 

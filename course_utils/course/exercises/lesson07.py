@@ -39,8 +39,8 @@ def restored_replicated(answer) -> str | None:
     for variable in answer.weights:
         where = placement(variable)
         if len(where.devices) != 8:
-            return (f"{variable.path} sits on {len(where.devices)} device(s). Load inside a distribution "
-                    f"over all 8 devices, e.g. DataParallel on an (8,) mesh.")
+            return (f"{variable.path} sits on {len(where.devices)} device(s). Load it under a distribution "
+                    f"whose mesh holds all 8 devices.")
         if not where.is_replicated:
             return f"{variable.path} is split into {len(where.blocks)} blocks; data parallelism keeps weights whole."
     return None

@@ -64,8 +64,8 @@ def expert_rule(answer) -> str | None:
     wrong = {name: got for name, got in found.items() if (got + (None,) * 3)[:3] != ("model", None, None)}
     if wrong:
         name, got = next(iter(wrong.items()))
-        return (f"{name} gets {got}: an expert kernel is (experts, hidden, width); the experts are dimension 0. "
-                f"Expert parallelism puts whole experts on devices: ('model', None, None).")
+        return (f"{name} gets {got}: an expert kernel is (experts, hidden, width), and expert parallelism "
+                f"puts whole experts on devices. Which entry of the axes should name 'model'?")
     return None
 
 
@@ -96,9 +96,10 @@ def largest_batch(answer) -> str | None:
         return None
     row = _fit(answer)
     if verdicts[answer] != "fits":
-        return (f"At {answer} the total is {row.total:.1f} GiB: {verdicts[answer]} on 80 GiB (fits needs 10 % of the "
-                f"device left, at most 72 GiB). Try a smaller batch.")
-    return f"At {answer} it fits ({row.total:.1f} GiB), and a larger one of the choices fits too."
+        return (f"At {answer} the step needs {row.total:.1f} GiB: {verdicts[answer]} on 80 GiB (\"fits\" keeps 10 % of "
+                f"the device free). Run will_it_fit for the other choices and compare.")
+    return (f"At {answer} it fits ({row.total:.1f} GiB); the task asks for the largest of the choices that fits. "
+            f"Run will_it_fit for the others and compare.")
 
 
 @exercise("09.3", "With the experts split over 'model', which collective combines the experts' outputs, and over "
