@@ -283,14 +283,17 @@ def pytest_collection_modifyitems(session, config, items):
         for kind in kinds:
             isa = params.params["older_isa"] if kind == "isa" else "solved" if kind == "solved" else None
             wanted += [(path, kind != "learner", solved_isa(path) if isa == "solved" else isa) for path in paths]
-    # the first learner's run first (it builds Binder's environment), the solved runs beside it: those
-    # compiled for other instruction sets first, the longest (the latest lessons) first, as nothing
-    # shares their programs; then the others, whose programs the learner's runs after them reuse
+    # The learner's runs first: the course is built from them, and its decks are stepped through after,
+    # beside the other tests. While the first of them waits for Binder's environment to be built, the
+    # other worker takes the longest run of all (the last lesson compiled for another instruction set:
+    # nothing shares its programs). Then the runs for other instruction sets, longest first, then the
+    # other solved runs, which find the learner's programs in the cache.
     other_isa = lambda run: run[1] and run[2] is not None
     wanted = sorted(dict.fromkeys(wanted), key=lambda run: (
-        not run[1], not other_isa(run), -int(run[0].stem[:2]) if other_isa(run) else int(run[0].stem[:2])))
+        run[1], other_isa(run) is False, -int(run[0].stem[:2]) if other_isa(run) else int(run[0].stem[:2])))
     learners = [run for run in wanted if not run[1]]
-    config.stash[_WANTED] = learners[:1] + [run for run in wanted if run not in learners[:1]]
+    others = [run for run in wanted if run[1]]
+    config.stash[_WANTED] = learners[:1] + others[:1] + learners[1:] + others[1:]
     config.stash[_AFTER_COURSE] = _modules_reading(readers, "from_built_course")
 
 
