@@ -50,9 +50,10 @@ def _stacked_with_legend(scene: Scene, rect, stacks: dict[str, list], *, title: 
     x, y, w, h = rect
     room = 1.2 if legend else 0.0
     _bars(scene, (x, y, w - room, h), stacks, title=title, ylabel="bytes per device", edge="white", totals=totals)
-    if legend:
+    if legend:  # under the title's line, so that a long title never runs into it
+        top = y + h - line_height(FONT) - 0.1
         for k, (kind, color) in enumerate(MEMORY_COLORS.items()):
-            at = y + h - 0.25 - 0.22 * k
+            at = top - 0.25 - 0.22 * k
             scene.box(x + w - room + 0.15, at, 0.28, 0.16, face=color, edge="white", linewidth=0.5,
                       hatch=HATCHES[kind], z=2)
             scene.text(x + w - room + 0.5, at + 0.08, kind, SMALL, ha="left")

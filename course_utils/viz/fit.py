@@ -15,6 +15,8 @@ NAMES = {"optimizer": "optimizer state", "activations": "activations", "gathered
          "scratch": "XLA's working memory"}
 
 LINE_STYLES = ("--", ":", "-.")
+THIN = 0.01  # a part under this share of the axis is drawn under a millimetre high: it is named on its bar
+SHORT = {"optimizer": "optimizer", "activations": "activations", "gathered": "gathered", "scratch": "XLA's"}
 
 
 def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
@@ -48,7 +50,8 @@ def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
                        label=f"its last {report.headroom:.0%}: tight" if k == 0 else None)
         ax.set_title(model, fontsize=FONT)
         ax.set_xticks(range(len(rows)), [_tick(r, report) for r in rows])
-        ax.set_xlabel("mesh (batch x model)", fontsize=SMALL)
+        sizes = ", then ".join(f"{g:g} GiB" for g in report.device_gib)
+        ax.set_xlabel(wrap(f"mesh (batch x model); verdict on {sizes}", 30), fontsize=SMALL)
         ax.set_ylim(0, top)
         ax.tick_params(labelsize=SMALL)
     axes[0].set_ylabel("GiB per device", fontsize=SMALL)
@@ -58,8 +61,10 @@ def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
 
 
 def _tick(row, report: FitReport) -> str:
-    """The mesh, then the verdict for each device size (a mesh the layout cannot use says so on its bar)."""
-    verdicts = [f"{g:g} GiB: {row.verdict(g, report.headroom)}" for g in report.device_gib]
+    """The mesh, then the verdict for each device size, one word a line (a mesh the layout cannot use says so
+    on its bar): short enough that neighbouring bars' labels never run into each other. The axis label
+    names the device sizes, in order."""
+    verdicts = [row.verdict(g, report.headroom) for g in report.device_gib]
     return "\n".join([f"{row.mesh_shape[0]} x {row.mesh_shape[1]}", *([""] * len(verdicts) if row.problem else verdicts)])
 
 
@@ -72,5 +77,8 @@ def _bars(ax, rows, top: float, parts) -> None:
                label=NAMES.get(kind, kind))
         bottom += values
     for i, row in enumerate(rows):
-        label = "cannot\nsplit" if row.problem else f"{row.total:.1f}"
+        # a part too thin to see at this scale is named on top of its bar, so no part disappears
+        thin = [f"{getattr(row, kind):.1f} {SHORT.get(kind, kind)}" for kind in parts
+                if not row.problem and 0 < getattr(row, kind) < THIN * top]
+        label = "cannot\nsplit" if row.problem else "\n".join([f"{row.total:.1f}", *(f"+{t}" for t in thin)])
         ax.text(i, 0.02 * top if row.problem else row.total, label, ha="center", va="bottom", fontsize=SMALL)

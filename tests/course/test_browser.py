@@ -189,9 +189,9 @@ def test_every_reports_verdict_shows_in_jupyterlab(lab, browser, lesson_runs):
         page.wait_for_function("document.querySelectorAll('.jp-CodeCell .jp-OutputArea-output p.table-note strong')"
                                f".length >= {len(expected)}", timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "4-verdicts.png"))
-        # one verdict per cell, in order (a report's verdict is the first note under its table)
-        seen = [cell.locator("p.table-note strong").first.text_content()
-                for cell in page.locator(".jp-CodeCell").all()]
+        # in the order of the cells: a report's verdict is the one bold word under its table
+        seen = page.eval_on_selector_all(".jp-CodeCell .jp-OutputArea-output p.table-note strong",
+                                         "nodes => nodes.map(n => n.textContent)")
     except Exception:
         page.screenshot(path=str(ARTIFACTS / "failure-verdicts.png"), full_page=True)
         raise

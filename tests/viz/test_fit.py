@@ -19,7 +19,8 @@ def test_draw_fit_stacks_each_part_and_names_each_device_size():
     tops = sorted(round(p.get_y() + p.get_height(), 6) for bars in big.containers for p in bars)
     assert tops[-2:] == [15.9, 16.0]  # weights + gradients + optimizer state of each mesh
     ticks = [t.get_text() for t in big.get_xticklabels()]
-    assert ticks == ["2 x 4\n16 GiB: tight\n80 GiB: fits", "8 x 1\n16 GiB: tight\n80 GiB: fits"]
+    assert ticks == ["2 x 4\ntight\nfits", "8 x 1\ntight\nfits"]  # one word a line, in the label's order
+    assert big.get_xlabel() == "mesh (batch x model); verdict\non 16 GiB, then 80 GiB"
     labels = [t.get_text() for t in fig.axes[1].texts]
     assert "cannot\nsplit" in labels and "4.0" in labels
     legend = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
@@ -35,3 +36,17 @@ def test_the_table_says_what_the_figure_says():
     assert [r.verdict(16) for r in report.rows] == ["tight", "tight", "cannot split", "fits"]
     assert "fits: at least 10% of the device left" in text
     assert not report.rows[0].fits(16) and report.rows[0].fits(80) and Fit("x", (1, 8), 9, 9, 9).verdict(16) == "no"
+
+
+def test_no_label_of_the_figure_runs_into_another(overlapping_texts):
+    rows = [Fit(name, shape, 4.0, 4.0, 8.0) for name in ("gemma_2b_en", "gemma_7b_en", "llama3_8b_en")
+            for shape in ((1, 8), (2, 4), (8, 1))]
+    assert overlapping_texts(draw_fit(FitReport(rows, device_gib=(16, 80), title="three models, three meshes"))) == []
+
+
+def test_a_part_too_thin_to_see_is_named_on_its_bar():
+    rows = [Fit("gemma", (2, 4), 4.0, 4.0, 8.0, activations=22.4, gathered=0.5, scratch=3.9)]
+    report = FitReport(rows, device_gib=(16, 80), title="t", counted=("weights", "gradients", "optimizer",
+                                                                        "activations", "gathered", "scratch"))
+    labels = [t.get_text() for t in draw_fit(report).axes[0].texts]
+    assert labels == ["42.8\n+0.5 gathered"]  # 0.5 of an axis of 90 GiB: under a millimetre high

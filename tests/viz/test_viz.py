@@ -272,7 +272,7 @@ def test_draw_batch_split_and_memory():
     np.testing.assert_allclose(weights / weights.max(), expected / expected.max())
 
 
-def test_draw_memory_by_compares_the_fullest_device_of_each_layout_in_the_palette():
+def test_draw_memory_by_compares_the_fullest_device_of_each_layout_in_the_palette(overlapping_texts):
     from course_utils import memory_report
     from course_utils.models import mlp
     from course_utils.viz import draw_memory_by
@@ -295,6 +295,9 @@ def test_draw_memory_by_compares_the_fullest_device_of_each_layout_in_the_palett
     np.testing.assert_allclose(heights / heights.max(), totals / totals.max())
     assert "replicated" in texts(fig) and "2 x 4" in texts(fig)
     assert f"Two layouts (largest: {totals.max():,} bytes)" in texts(fig)
+    # the legend sits under the title's line: a long title never hides it (it did in lessons 03 and 05)
+    long = draw_memory_by(reports, title="Training state per device, every device holding the same amount")
+    assert overlapping_texts(long) == []
     with pytest.raises(ValueError, match="at least one report"):
         draw_memory_by({})
 
