@@ -60,16 +60,19 @@ def key_entries(path: str | os.PathLike, run=None) -> list[KeyEntry]:
 
 def _task_cells(notebook, index: int, exercise_id: str) -> list:
     """The markdown cells from the exercise's prompt ("**Exercise 03.2.**") down to its cell, then the
-    teacher's notes just above the prompt when they name the exercise ("**Ask (03.1):**", on the
-    slide that opens a lesson's exercises), so every exercise shows its task first."""
+    teacher's notes that follow its worked solution (the lessons keep a note with an answer below the
+    exercise, where a learner opens it on purpose), so every exercise shows its task first."""
     start = index
     while start > 0 and notebook.cells[start - 1].cell_type == "markdown":
         start -= 1
         if f"Exercise {exercise_id}" in notebook.cells[start].source:
             break
-    above = notebook.cells[start - 1] if start > 0 else None
-    named = above is not None and teachers_notes(above) and f"({exercise_id})" in above.source
-    return notebook.cells[start:index] + ([above] if named else [])
+    after = []
+    for cell in notebook.cells[index + 2:]:  # after the exercise and its solution
+        if not teachers_notes(cell):
+            break
+        after.append(cell)
+    return notebook.cells[start:index] + after
 
 
 def _shown(cell) -> str:

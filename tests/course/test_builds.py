@@ -110,6 +110,21 @@ def test_the_answer_key_shows_every_teacher_s_note_that_names_an_exercise():
             assert f"Exercise {exercise_id}" in shown[0]  # the task first, then the notes
 
 
+def test_no_answer_waits_above_an_exercise_for_a_self_studying_learner():
+    """A teacher's note that answers sits below the exercise and its solution, opened on purpose, never above it."""
+    from course_utils.course.transforms import teachers_notes
+
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        cells = nbformat.read(path, as_version=4).cells
+        for i in exercise_cells(nbformat.read(path, as_version=4)):
+            j = i - 1
+            while j >= 0 and cells[j].cell_type == "markdown" and "<summary>Solution</summary>" not in cells[j].source:
+                assert not (teachers_notes(cells[j]) and "**Answer" in cells[j].source), f"{path.name}: cell {j}"
+                if cells[j].metadata.get("slideshow", {}).get("slide_type") == "slide":
+                    break
+                j -= 1
+
+
 def _git(repo, *args):
     import subprocess
 
