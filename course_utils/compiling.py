@@ -5,7 +5,8 @@ compilation cache, so that a lesson run a second time starts from the programs t
 compiled: the same programs, so the same results. A program compiled only to be read (the
 collectives `communication_report` lists) may skip XLA's backend optimisations (`READING_COMPILE`),
 and is lowered with each operation's layer kept in its name (`layer_names_kept`).
-`setup_devices` and `setup_process` turn the cache on; nothing else sets XLA options.
+`setup_devices` and `setup_process` turn the cache on (`program_cache`: every entry checked); nothing
+else sets XLA options.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import contextlib
 import hashlib
 import os
 import sys
+import warnings
 from pathlib import Path
+
+from course_utils.program_cache import CacheWarning, CheckedCache, folder_problem, install
 
 CACHE_ENV = "COURSE_COMPILATION_CACHE"
 CACHE_LIMIT_BYTES = 2 * 2**30  # the oldest compiled programs are dropped beyond this
@@ -27,44 +31,83 @@ def compilation_cache_dir() -> Path | None:
     `off`; otherwise JAX's own `JAX_COMPILATION_CACHE_DIR` if set; otherwise
     one folder per Python environment under the user's cache folder
     (`$XDG_CACHE_HOME`, by default `~/.cache`), outside any repository.
+    A folder that cannot be used is `cache_problem`'s to say.
     """
-    setting = os.environ.get(CACHE_ENV, "").strip()
+    setting, _ = _cache_setting()
     if setting.lower() in _OFF:
         return None
     if setting:
-        return Path(setting).expanduser()
-    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-        return Path(os.environ["JAX_COMPILATION_CACHE_DIR"]).expanduser()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
+        return _expanded(setting)
+    base = _expanded(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"))
     environment = hashlib.sha256(sys.prefix.encode()).hexdigest()[:10]
     return base / "course_utils" / "jax-compilation-cache" / environment
 
 
-def use_compilation_cache() -> Path | None:
-    """Turns JAX's persistent compilation cache on in `compilation_cache_dir()`; returns the folder.
+def _cache_setting() -> tuple[str, str]:
+    """The setting that names the cache's folder ("" for the default) and how to name it in a message."""
+    for variable in (CACHE_ENV, "JAX_COMPILATION_CACHE_DIR"):
+        setting = os.environ.get(variable, "").strip()
+        if setting:
+            return setting, f"{variable}={setting!r}"
+    return "", "the course's default folder"
 
-    Every compiled program is kept, however quick its compile. A program's
-    key includes its metadata (the layer names, which a report of its
-    collectives reads), so a cached program always carries the names of the
-    model that asked for it. The source files in that metadata are written
-    without the parts that change from one kernel or environment to the next
-    (`SOURCE_FILE_CHANGES`), so a lesson run again, in another kernel or
-    another environment, finds its programs. A size limit turns on JAX's file
-    lock, so several processes (lesson 06's workers) can share the folder.
+
+def _expanded(path: str) -> Path:
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # '~someone' for a user this machine does not have
+        return Path(path)
+
+
+def cache_problem() -> str | None:
+    """Why the compilation cache cannot be used here (None: it can, or it is off); `CACHE_FIX` says what to do.
+
+    The course then runs without it (`use_compilation_cache`), and `make doctor` reports it.
     """
     folder = compilation_cache_dir()
     if folder is None:
         return None
+    setting, named = _cache_setting()
+    problem = folder_problem(folder, own=not setting)
+    return None if problem is None else f"{named}: {problem}"
+
+
+CACHE_FIX = (f"set {CACHE_ENV} to a folder of your own (e.g. ~/.cache/course-programs), or to off; "
+             f"then restart the kernel")
+
+
+def use_compilation_cache() -> Path | None:
+    """Turns the course's checked compilation cache on in `compilation_cache_dir()`; returns the folder.
+
+    Every compiled program is kept, however quick its compile, in a
+    `program_cache.CheckedCache`: each entry is checked against its key when
+    read, kept apart per CPU, and never taken from a folder another user can
+    write to; a folder that cannot be used warns (`CacheWarning`) and the
+    course runs uncached (None). A program's key includes its metadata (the
+    layer names, which a report of its collectives reads), so a cached
+    program always carries the names of the model that asked for it. The
+    source files in that metadata are written without the parts that change
+    from one kernel or environment to the next (`SOURCE_FILE_CHANGES`), so a
+    lesson run again, in another kernel or another environment, finds its
+    programs. Several processes (lesson 06's workers, lessons run side by
+    side) can share the folder: no entry is ever seen half written.
+    """
+    folder = compilation_cache_dir()
+    if folder is None:
+        return None
+    problem = cache_problem()
+    if problem:
+        warnings.warn(f"{problem}. The course runs without its compilation cache: every program compiles again, "
+                      f"with the same results. To keep them, {CACHE_FIX}.", CacheWarning, stacklevel=3)
+        return None
     import jax
 
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, value in (("jax_compilation_cache_dir", str(folder)),
-                        ("jax_persistent_cache_min_compile_time_secs", 0.0),
+    for name, value in (("jax_persistent_cache_min_compile_time_secs", 0.0),
                         ("jax_persistent_cache_min_entry_size_bytes", -1),
                         ("jax_compilation_cache_include_metadata_in_key", True),
-                        ("jax_hlo_source_file_canonicalization_regex", SOURCE_FILE_CHANGES),
-                        ("jax_compilation_cache_max_size", CACHE_LIMIT_BYTES)):
+                        ("jax_hlo_source_file_canonicalization_regex", SOURCE_FILE_CHANGES)):
         jax.config.update(name, value)
+    install(CheckedCache(folder, limit_bytes=CACHE_LIMIT_BYTES))
     return folder
 
 

@@ -29,6 +29,8 @@ READS = (
     ("`jax._src.config.compilation_cache_include_metadata_in_key(False)`: a context that keys this thread's "
      "compiled programs without their metadata, and restores the setting", "compiling.keyed_without_names "
      "(the one-device step a sharded run's steps are replayed on)"),
+    ("`jax._src.compilation_cache._cache`: the object JAX reads and writes persistent compiled programs "
+     "through, by `get(key)` and `put(key, value)`", "program_cache.install (every cached program checked)"),
 )
 
 
@@ -77,6 +79,36 @@ def _metadata_key_is_scoped() -> bool:
     return inside is False and jax.config.jax_compilation_cache_include_metadata_in_key == before
 
 
+def _cache_is_ours() -> bool:
+    """A program compiled while a checked cache is installed is written through it, and computes as it should."""
+    import tempfile
+    import uuid
+    from pathlib import Path
+
+    import jax
+    import numpy as np
+    from jax._src import compilation_cache
+
+    from course_utils.program_cache import CheckedCache, install
+
+    before = (compilation_cache._cache, compilation_cache._cache_initialized, jax.config.jax_compilation_cache_dir,
+              jax.config.jax_persistent_cache_min_compile_time_secs)
+    with tempfile.TemporaryDirectory() as folder:
+        cache = CheckedCache(Path(folder), limit_bytes=2**30)
+        try:
+            install(cache)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+            constant = float(uuid.uuid4().int % 1000)  # a program no cache holds yet
+            out = jax.jit(lambda x: x + constant)(np.float32(1.0))
+            written = len(cache.entries()) >= 1
+        finally:
+            with compilation_cache._cache_initialized_mutex:
+                compilation_cache._cache, compilation_cache._cache_initialized = before[:2]
+            jax.config.update("jax_compilation_cache_dir", before[2])
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", before[3])
+    return written and float(out) == constant + 1.0
+
+
 def _probe_program() -> str:
     """The compiled text of a sum over a vector split over 2 devices, inside a name scope."""
     import jax
@@ -121,7 +153,8 @@ def missing() -> list[str]:
 
     gone = []
     for probe, part in ((_name_stack_is_read, READS[0][0]), (_residuals_are_read, READS[3][0]),
-                        (_locations_are_kept, READS[4][0]), (_metadata_key_is_scoped, READS[5][0])):
+                        (_locations_are_kept, READS[4][0]), (_metadata_key_is_scoped, READS[5][0]),
+                        (_cache_is_ours, READS[6][0])):
         try:
             works = probe()
         except Exception:  # a probe that breaks is a part that is gone

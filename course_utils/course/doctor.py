@@ -60,13 +60,15 @@ def check_devices(n: int = 8, *, jax_probe: subprocess.Popen | None = None) -> t
     """
     from course_utils.compiling import XlaFlagsWarning
     from course_utils.devices import DeviceSetupError, setup_devices
+    from course_utils.program_cache import CacheWarning
 
     stopped = check_jax_starts(probe=jax_probe)
     if stopped is not None:
         return stopped, None
     try:
-        with warnings.catch_warnings():  # the report says it (check_xla_flags)
+        with warnings.catch_warnings():  # the report says them (check_xla_flags, check_compilation_cache)
             warnings.simplefilter("ignore", XlaFlagsWarning)
+            warnings.simplefilter("ignore", CacheWarning)
             setup = setup_devices(n)
     except (DeviceSetupError, ValueError, RuntimeError) as error:
         return Finding("devices", str(error), "see the message above; COURSE_PLATFORM=cpu always works"), None
@@ -82,16 +84,21 @@ def check_devices(n: int = 8, *, jax_probe: subprocess.Popen | None = None) -> t
 
 
 def check_compilation_cache(setup) -> Finding:
-    """Where compiled programs are kept between runs, and how much is there."""
-    from course_utils.compiling import CACHE_ENV, CACHE_LIMIT_BYTES
+    """Where compiled programs are kept between runs, and how much is there; a folder that cannot be used."""
+    from course_utils.compiling import CACHE_ENV, CACHE_FIX, CACHE_LIMIT_BYTES, cache_problem, compilation_cache_dir
+    from course_utils.program_cache import SUFFIX
 
-    if setup.compilation_cache is None:
+    if compilation_cache_dir() is None:
         return Finding("compilation cache", f"off ({CACHE_ENV}=off): every run compiles again")
+    problem = cache_problem()
+    if problem or setup.compilation_cache is None:
+        return Finding("compilation cache", f"{problem or 'not in use'}: every run compiles again", CACHE_FIX)
     folder = Path(setup.compilation_cache)
-    kept = [p for p in folder.glob("*-cache")]
+    kept = list(folder.glob("*" + SUFFIX))
     size = sum(p.stat().st_size for p in kept) / 2**20
-    return Finding("compilation cache", f"{folder}: {len(kept)} compiled programs, {size:,.0f} MB "
-                                        f"(at most {CACHE_LIMIT_BYTES / 2**30:g} GiB; delete the folder to start afresh)")
+    return Finding("compilation cache", f"{folder}: {len(kept)} compiled programs, {size:,.0f} MB, each checked "
+                                        f"when read (at most {CACHE_LIMIT_BYTES / 2**30:g} GiB; delete the folder "
+                                        f"to start afresh)")
 
 
 def check_mesh_computation() -> Finding:

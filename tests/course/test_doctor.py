@@ -22,7 +22,7 @@ def test_this_machine_is_ready():
     assert "MB available" in out and out.rstrip().endswith("Ready for the course.")
     assert "[ok ] compilation cache: " in out and "compiled programs" in out
     assert "[ok ] Keras internals: all" in out and "behaviours as expected" in out
-    assert "[ok ] JAX internals: all 6 parts the course reads as expected" in out
+    assert "[ok ] JAX internals: all 7 parts the course reads as expected" in out
     assert "[ok ] XLA flags: none set: XLA's defaults" in out
 
 
@@ -90,11 +90,23 @@ def test_a_fresh_process_on_another_backend_is_the_one_problem_and_no_probe_outl
     assert len(started) == 2 and all(process.returncode is not None for process in started)
 
 
-def test_the_cache_turned_off_is_said():
+def test_the_cache_turned_off_is_said(monkeypatch):
     from course_utils.devices import DeviceSetup
 
+    monkeypatch.setenv("COURSE_COMPILATION_CACHE", "off")
     finding = doctor.check_compilation_cache(DeviceSetup(("cpu:0",), "cpu", False, compilation_cache=None))
     assert str(finding) == "[ok ] compilation cache: off (COURSE_COMPILATION_CACHE=off): every run compiles again"
+
+
+def test_a_cache_folder_that_cannot_be_used_is_a_problem_with_its_fix(tmp_path, monkeypatch):
+    from course_utils.devices import DeviceSetup
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("COURSE_COMPILATION_CACHE", str(tmp_path / "a-file"))
+    finding = doctor.check_compilation_cache(DeviceSetup(("cpu:0",), "cpu", False, compilation_cache=None))
+    assert finding.fix is not None and "set COURSE_COMPILATION_CACHE to a folder of your own" in finding.fix
+    assert str(finding).startswith(f"[NO ] compilation cache: COURSE_COMPILATION_CACHE='{tmp_path}/a-file': "
+                                   f"{tmp_path}/a-file exists and is not a folder")
 
 
 def test_version_mismatch_and_missing_package():
