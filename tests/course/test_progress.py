@@ -241,3 +241,79 @@ def test_save_follows_links_and_expands_the_home_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     saved = progress("01", student="Ada", verdicts=[]).save("~/home.json")
     assert saved == tmp_path / "home.json" and not (Path.cwd() / "~").exists()
+
+
+# Names as students type them. An earlier save wrote "Ana\r" unquoted into a CSV, so every later save
+# of that file failed; " Ana" and "Ana" were two students (every exercise saved twice).
+@pytest.mark.parametrize("suffix", [".json", ".csv"])
+@pytest.mark.parametrize("typed", ["Ana\r", " Ana", "Ana\r\n", "\tAna  ", "Ana\n"])
+def test_a_name_as_typed_is_one_student_and_every_save_works(tmp_path, suffix, typed):
+    path = tmp_path / f"progress{suffix}"
+    for name in (typed, "Ana", typed):
+        progress("01", student=name, verdicts=_verdicts()).save(path)
+    rows = read(path)
+    assert {r.student for r in rows} == {"Ana"} and len(rows) == 3
+    assert main([str(path)]) == 0 and not list(tmp_path.glob("*.damaged-*"))
+
+
+def test_names_are_spelled_one_way():
+    from course_utils.course.exercises.progress import student_name
+
+    assert student_name("  Ana \r\n Lima\t") == "Ana Lima"
+    assert student_name("Jose\u0301") == student_name("Jos\u00e9") == "Jos\u00e9"  # one é, however typed
+    assert student_name("Zoë 🙂") == "Zoë 🙂"
+
+
+@pytest.mark.parametrize("typed, words", [
+    ("", ["Received student=''", "empty", 'student="Ada Lovelace"']),
+    ("   ", ["Received student='   '", "empty", 'student="Ada Lovelace"']),
+    ("\r\n", ["Received student='\\r\\n'", "empty"]),
+    ("Ana \ud83d", ["Received student='Ana \\ud83d'", "half of a character", "Type the name again"]),
+])
+def test_a_name_no_file_can_hold_is_refused_with_what_to_do(tmp_path, typed, words):
+    with pytest.raises(ValueError) as error:
+        progress("01", student=typed, verdicts=_verdicts())
+    for word in words:
+        assert word in str(error.value)
+    with pytest.raises(TypeError, match="Received student=7 .int.. Give the name as text"):
+        progress("01", student=7, verdicts=[])
+
+
+def test_a_name_from_the_environment_is_spelled_and_checked_the_same(monkeypatch):
+    monkeypatch.setenv("COURSE_STUDENT", " Ana\r")
+    assert progress("01", verdicts=[]).rows[0].student == "Ana"
+    monkeypatch.setenv("COURSE_STUDENT", "  ")
+    with pytest.raises(ValueError, match="Received COURSE_STUDENT='  ', which is empty"):
+        progress("01", verdicts=[])
+
+
+def test_a_file_the_carriage_return_bug_wrote_is_read_and_saving_works_again(tmp_path, capsys):
+    old = tmp_path / "old.csv"  # what an earlier save wrote for the name "Ana\r"
+    old.write_bytes(b"student,exercise,status,attempts\nAna\r,01.1,correct,2\nAna\r,01.2,not yet,1\n")
+    assert [(r.student, r.exercise) for r in read(old)] == [("Ana", "01.1"), ("Ana", "01.2")]
+    assert main([str(old)]) == 0 and "Traceback" not in capsys.readouterr().err
+    progress("02", student="Ana", verdicts=[]).save(old)
+    assert len(read(old)) == 2 + 3 and not list(tmp_path.glob("*.damaged-*"))
+    mac = tmp_path / "mac.csv"  # a spreadsheet that ends lines with a lone \r
+    mac.write_bytes(b"student,exercise,status,attempts\rAna,01.1,correct,2\r")
+    assert [(r.student, r.status) for r in read(mac)] == [("Ana", "correct")]
+
+
+def test_a_json_file_with_two_spellings_of_one_name_keeps_the_best_row(tmp_path):
+    path = tmp_path / "old.json"
+    rows = [{"student": " Ana", "exercise": "01.1", "status": "correct", "attempts": 2},
+            {"student": "Ana", "exercise": "01.1", "status": "not yet", "attempts": 1},
+            {"student": "Ana\ud83d", "exercise": "01.1", "status": "not yet", "attempts": 1}]
+    path.write_text(json.dumps({"format": 1, "rows": rows}))
+    progress("02", student="Ana", verdicts=[]).save(path)  # a half character read is saved as U+FFFD
+    saved = {(r.student, r.exercise): r.status for r in read(path)}
+    assert saved[("Ana", "01.1")] == "correct" and saved[("Ana\ufffd", "01.1")] == "not yet"
+    assert room([path])["01.1"] == {"not attempted": 0, "not yet": 1, "correct": 1}
+
+
+def test_a_csv_line_no_reader_can_take_is_named_never_a_traceback(tmp_path, capsys):
+    path = tmp_path / "huge.csv"
+    path.write_text('student,exercise,status,attempts\n"' + "a" * 200_000 + '",01.1,correct,1\n')
+    with pytest.raises(ProgressFileError, match=r"huge.csv' cannot be read near line \d.*field limit.*mend that"):
+        read(path)
+    assert main([str(path)]) == 1 and "Traceback" not in capsys.readouterr().err

@@ -26,12 +26,13 @@ from pathlib import Path
 
 from course_utils.course.exercises import EXERCISES, results
 from course_utils.course.exercises.core import _MARKS, CORRECT, NOT_ATTEMPTED, NOT_YET
-from course_utils.course.exercises.progress_file import FIELDS, ProgressFileError, Row, read, set_aside, write
+from course_utils.course.exercises.progress_file import (FIELDS, ProgressFileError, Row, read, set_aside,
+                                                         student_name, write)
 
 _RANK = {NOT_ATTEMPTED: 0, NOT_YET: 1, CORRECT: 2}
 LOCK_TIMEOUT_S = 30.0
 __all__ = ["FIELDS", "LOCK_TIMEOUT_S", "Progress", "ProgressFileError", "ProgressWarning", "Row", "main",
-           "progress", "read", "room"]
+           "progress", "read", "room", "student_name"]
 
 
 class ProgressWarning(UserWarning):
@@ -83,7 +84,7 @@ class Progress:
             raise ValueError(f"{str(path)!r} is a folder. Give a file in it, e.g. {str(path / 'progress.json')!r}.")
         try:
             with FileLock(path.with_name(f".{path.name}.lock"), timeout=LOCK_TIMEOUT_S):
-                merged = {(r.student, r.exercise): r for r in _saved_rows(path)}
+                merged = _best_rows(_saved_rows(path))
                 merged.update({(r.student, r.exercise): r for r in self.rows})
                 write(path, sorted(merged.values(), key=lambda r: (r.student, r.exercise)))
         except Timeout:
@@ -97,6 +98,16 @@ class Progress:
                                        f"save somewhere you may write, e.g. save('progress.json') in your "
                                        f"home folder.") from error
         return path
+
+
+def _best_rows(rows) -> dict[tuple[str, str], Row]:
+    """One row per student and exercise, the best (a file an earlier save wrote may hold " Ana" and "Ana")."""
+    best: dict[tuple[str, str], Row] = {}
+    for row in rows:
+        key, old = (row.student, row.exercise), best.get((row.student, row.exercise))
+        if old is None or (_RANK[row.status], row.attempts) > (_RANK[old.status], old.attempts):
+            best[key] = row
+    return best
 
 
 def _saved_rows(path: Path) -> list[Row]:
@@ -118,7 +129,9 @@ def progress(lesson: str | None = None, *, student: str | None = None, verdicts=
     Args:
         lesson: A lesson number such as `"03"`; `None` gives every exercise.
         student: The name written into saved files; defaults to `$COURSE_STUDENT`, else
-            the login name (on Binder every login is "jovyan": give a name).
+            the login name (on Binder every login is "jovyan": give a name). Written in one
+            spelling (`student_name`): spaces at the ends dropped, every run of spaces, tabs or
+            line breaks one space, so "Ana", " Ana" and "Ana\\n" are one student.
         verdicts: The verdicts to summarise; by default every one given in this kernel.
 
     Returns:
@@ -131,7 +144,7 @@ def progress(lesson: str | None = None, *, student: str | None = None, verdicts=
     if not ids:
         lessons = sorted({i.split(".")[0] for i in EXERCISES})
         raise ValueError(f"Received lesson={lesson!r}, which has no exercises. Lessons: {lessons}.")
-    student = student or os.environ.get("COURSE_STUDENT") or getpass.getuser()
+    student = _student(student)
     verdicts = results() if verdicts is None else list(verdicts)
     rows = []
     for exercise_id in ids:
@@ -139,6 +152,27 @@ def progress(lesson: str | None = None, *, student: str | None = None, verdicts=
         best = max((v.status for v in given), key=_RANK.get, default=NOT_ATTEMPTED)
         rows.append(Row(student, exercise_id, best, len(given)))
     return Progress(tuple(rows))
+
+
+def _student(given: str | None) -> str:
+    """The name to save, in one spelling, from `student=`, else $COURSE_STUDENT, else the login name."""
+    if given is not None and not isinstance(given, str):
+        raise TypeError(f"Received student={given!r} ({type(given).__name__}). Give the name as text, "
+                        f'e.g. progress("03", student="Ada Lovelace").')
+    source, raw = ("student", given) if given is not None else (
+        ("COURSE_STUDENT", os.environ["COURSE_STUDENT"]) if os.environ.get("COURSE_STUDENT")
+        else ("the login name", getpass.getuser()))
+    received = f"Received {source}={raw!r}" if source != "the login name" else f"The login name is {raw!r}"
+    half = next((c for c in raw if 0xD800 <= ord(c) <= 0xDFFF), None)
+    if half is not None:
+        raise ValueError(f"{received}: it holds {half!r}, half of a character (often an emoji cut in two by a "
+                         f"copy and paste), which no file can hold. Type the name again, "
+                         f'e.g. progress("03", student="Ada Lovelace").')
+    name = student_name(raw)
+    if not name:
+        raise ValueError(f"{received}, which is empty once spaces and line breaks are dropped. Give your name, "
+                         f'e.g. progress("03", student="Ada Lovelace").')
+    return name
 
 
 def room(paths) -> dict[str, dict[str, int]]:

@@ -1,7 +1,10 @@
 """The progress file: read whatever a save (or a spreadsheet) wrote; write without losing a row.
 
 `read` accepts a file written by `Progress.save` and what a spreadsheet makes
-of one: a UTF-8 byte-order mark, Windows' Latin encoding, `;` between columns.
+of one: a UTF-8 byte-order mark, Windows' Latin encoding, `;` between columns,
+a Macintosh line end. It also reads the files an earlier course_utils wrote
+from a name with a line break in it. Every name read or saved is written one
+way (`student_name`), so " Ana", "Ana\r" and "Ana" are one student.
 Whatever it cannot read raises `ProgressFileError`, naming the file, the row
 and what to do. `write` replaces a file atomically (a new file beside it,
 flushed, renamed over); `set_aside` renames a damaged file out of the way.
@@ -14,7 +17,9 @@ import csv
 import io
 import json
 import os
+import re
 import time
+import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -37,6 +42,18 @@ class Row:
     exercise: str
     status: str
     attempts: int
+
+
+def student_name(raw: str) -> str:
+    """A student's name in one spelling: composed accents (NFC), every run of spaces, tabs, line breaks
+    or other control characters one space, none at either end. `Progress.save` and `read` both use it.
+
+    Example:
+        >>> student_name("  Ana\\r\\n  Lima ")
+        'Ana Lima'
+    """
+    text = unicodedata.normalize("NFC", str(raw))
+    return " ".join("".join(" " if unicodedata.category(c) == "Cc" else c for c in text).split())
 
 
 def read(path: str | Path) -> list[Row]:
@@ -88,15 +105,24 @@ def _json_records(path: Path, text: str) -> list:
 
 
 def _csv_records(path: Path, text: str) -> list:
-    header = text.lstrip().splitlines()[0]
+    # Lines end in "\n" or "\r\n", or in a lone "\r" (old Macintosh spreadsheets) when no "\n" is in the file.
+    # A lone "\r" in a file that has "\n" is inside a name: an earlier save wrote "Ana\r" unquoted.
+    lines = re.sub(r"\r(?!\n)", " ", text) if "\n" in text else text.replace("\r", "\n")
+    header = lines.lstrip().splitlines()[0]
     delimiter = ";" if header.count(";") > header.count(",") else ","  # spreadsheets in many languages use ;
-    reader = csv.DictReader(io.StringIO(text), delimiter=delimiter)
-    found = [name.strip().lower() for name in reader.fieldnames or ()]
-    missing = [f for f in FIELDS if f not in found]
-    if missing:
-        raise ProgressFileError(f"The CSV file {str(path)!r} lacks the column(s) {', '.join(missing)}: its first "
-                                f"line names {found}. A progress CSV starts with the line {','.join(FIELDS)}.")
-    return [{k.strip().lower(): v for k, v in r.items() if k} for r in reader]
+    reader = csv.DictReader(io.StringIO(lines), delimiter=delimiter)
+    try:
+        found = [name.strip().lower() for name in reader.fieldnames or ()]
+        missing = [f for f in FIELDS if f not in found]
+        if missing:
+            raise ProgressFileError(f"The CSV file {str(path)!r} lacks the column(s) {', '.join(missing)}: its "
+                                    f"first line names {found}. A progress CSV starts with the line "
+                                    f"{','.join(FIELDS)}.")
+        return [{k.strip().lower(): v for k, v in r.items() if k} for r in reader]
+    except csv.Error as error:
+        raise ProgressFileError(f"The CSV file {str(path)!r} cannot be read near line {reader.line_num + 1} "
+                                f"({error}). Open it in a text editor, mend that line (student,exercise,status,attempts) "
+                                f"and run this again.") from None
 
 
 def _row(path: Path, n: int, record: dict) -> Row:
@@ -115,7 +141,10 @@ def _row(path: Path, n: int, record: dict) -> Row:
         count = None
     if count is None or count < 0:
         raise ProgressFileError(f"{where} has attempts={attempts!r}; attempts is a whole number such as 2.")
-    return Row(str(record["student"]).strip(), str(record["exercise"]).strip(), status, count)
+    student = re.sub("[\ud800-\udfff]", "\ufffd", student_name(record["student"]))  # so it can be saved again
+    if not student:
+        raise ProgressFileError(f"{where} has no student: {record!r}.")
+    return Row(student, str(record["exercise"]).strip(), status, count)
 
 
 def set_aside(path: Path) -> Path:
