@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebooks", default="notebooks")
     parser.add_argument("--out", help="output folder (default: _build/<build>; grade reads _build/nbgrader)")
     parser.add_argument("--no-pdf", action="store_true", help="HTML only (no Chromium needed)")
+    parser.add_argument("--timeout", type=_seconds, help="with grade: seconds each cell may run "
+                        "(default: nbgrader_config.py's c.Execute.timeout, 600 as the course writes it)")
     args = parser.parse_args(argv)
     out = Path(args.out or Path("_build") / ("nbgrader" if args.build == "grade" else args.build))
     if args.build == "student":
@@ -51,25 +53,49 @@ def main(argv: list[str] | None = None) -> int:
         for path in build_handout(out, notebooks=args.notebooks, pdf=not args.no_pdf):
             print(path)
     elif args.build == "grade":
-        return _grade(out, args.assignment, parser)
+        return _grade(out, args.assignment, args.timeout, parser)
     else:
+        from course_utils.course.grade_isolated import GradingBusy
         from course_utils.course.grading import build_course
 
-        print(build_course(args.notebooks, out))
+        try:
+            print(build_course(args.notebooks, out))
+        except GradingBusy as busy:
+            print(busy, file=sys.stderr)
+            return 1
     return 0
 
 
-def _grade(root: Path, assignment: str | None, parser) -> int:
+def _seconds(text: str) -> int:
+    from course_utils.course.grade_run import check_timeout
+
+    try:
+        return check_timeout(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"Received: --timeout {text}. Give the seconds each cell may run, "
+                                         f"a whole number from 1 to 86400, e.g. --timeout 120.") from None
+
+
+def _grade(root: Path, assignment: str | None, timeout: int | None, parser) -> int:
+    from course_utils.course.grade_isolated import GradingBusy
+    from course_utils.course.grade_run import read_notes
     from course_utils.course.grading import grade
 
     if not assignment:
         parser.error("grade needs the assignment, e.g. `grade lesson03 --out _build/nbgrader`")
-    submissions, grades, left_out = grade(root, assignment)
+    try:
+        submissions, grades, left_out = grade(root, assignment, timeout=timeout)
+    except GradingBusy as busy:
+        print(busy, file=sys.stderr)
+        return 1
+    notes = read_notes(root).get(assignment, {})
     for submission in submissions:
-        print(submission)
+        note = notes.get(submission.student)
+        print(submission, *([f"  note: {note}"] if note else []), sep="\n")
     refused = [s for s in submissions if s.status == "refused"]
-    print(f"{grades}: {len(submissions) - len(refused)} graded, {len(refused)} refused"
-          + (f"; no submissions (left out): {', '.join(left_out)}" if left_out else ""))
+    broken = [s for s in submissions if s.status == "broken"]
+    print(f"{grades}: {len(submissions) - len(refused)} graded ({len(broken)} broken, graded 0: see its note "
+          f"column), {len(refused)} refused" + (f"; no submissions (left out): {', '.join(left_out)}" if left_out else ""))
     return 1 if refused else 0
 
 

@@ -23,18 +23,15 @@ assignments something was handed in for.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
+from course_utils.course.grade_submissions import Submission, prepare_submissions  # noqa: F401  (their home)
 from course_utils.course.transforms import exercise_cell, exercise_cells, lessons, solution_for, teacher_only
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -47,6 +44,9 @@ c.ClearSolutions.code_stub = {"python": ""}
 # Lessons 05 and 06 train models and start processes: allow each cell ten minutes.
 c.Execute.timeout = 600
 '''
+COURSE_DEFAULT = "nbgrader_config.py.course-default"
+# The test cell hands the answer over as data; the grade is decided outside the student's kernel (grade_wire).
+TEST_CELL = 'import course_utils.course.grade_wire as _course_grade_wire\n_course_grade_wire.hand_in("{exercise}", {name})'
 
 
 def assignment_name(path: str | os.PathLike) -> str:
@@ -73,8 +73,7 @@ def source_notebook(notebook):
         cell.source = "\n".join([call.blank, BEGIN, solution.rstrip(), END,
                                  f'check("{call.exercise}", {call.name})'])
         cell.metadata["nbgrader"] = _nbgrader(f"answer_{suffix}", solution=True, grade=False, locked=False)
-        test = nbformat.v4.new_code_cell(
-            f'_verdict = check("{call.exercise}", {call.name})\nassert _verdict.ok, _verdict')
+        test = nbformat.v4.new_code_cell(TEST_CELL.format(exercise=call.exercise, name=call.name))
         test.metadata["nbgrader"] = _nbgrader(f"test_{suffix}", solution=False, grade=True, locked=True,
                                               points=1)
         test.metadata["slideshow"] = {"slide_type": "skip"}
@@ -113,7 +112,35 @@ def build_course(folder: str | os.PathLike, root: str | os.PathLike, *, release:
         raise RuntimeError("Grading needs nbgrader: pip install nbgrader==0.9.6 (or make nbgrader).") from None
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    (root / "nbgrader_config.py").write_text(CONFIG)
+    from course_utils.course.grade_isolated import grading_lock
+
+    with grading_lock(root):
+        message = write_config(root)
+        if message:
+            print(message)
+        _write_assignments(folder, root, release=release, only=only)
+    return root
+
+
+def write_config(root: Path) -> str:
+    """Writes the course's `nbgrader_config.py`, never over a teacher's own edits.
+
+    Returns:
+        "" when the file is the course's; else a line saying the teacher's file was kept and
+        where the course's version went (`nbgrader_config.py.course-default`, beside it).
+    """
+    config = root / "nbgrader_config.py"
+    if not config.exists() or config.read_text() == CONFIG:
+        config.write_text(CONFIG)
+        (root / COURSE_DEFAULT).unlink(missing_ok=True)
+        return ""
+    (root / COURSE_DEFAULT).write_text(CONFIG)
+    return (f"Kept your {config} (it differs from the course's). The course's version is in "
+            f"{root / COURSE_DEFAULT}: compare them (diff {config} {root / COURSE_DEFAULT}) and copy what "
+            f"you need; delete {config.name} to take the course's.")
+
+
+def _write_assignments(folder, root: Path, *, release: bool, only: tuple[str, ...]) -> None:
     for path in lessons(folder):
         notebook = nbformat.read(path, as_version=4)
         if not exercise_cells(notebook) or (only and path.stem[:2] not in only):
@@ -123,7 +150,6 @@ def build_course(folder: str | os.PathLike, root: str | os.PathLike, *, release:
         nbformat.write(source_notebook(notebook), target)
         if release:
             nbgrader_command(root, "generate_assignment", assignment_name(path), "--force")
-    return root
 
 
 def scores(root: str | os.PathLike, assignment: str, student: str) -> dict[str, float]:
@@ -135,151 +161,12 @@ def scores(root: str | os.PathLike, assignment: str, student: str) -> dict[str, 
         return {grade.name: grade.score for notebook in submission.notebooks for grade in notebook.grades}
 
 
-@dataclass(frozen=True)
-class Submission:
-    """One student's notebook for an assignment, and what `prepare_submissions` made of it."""
-
-    student: str
-    handed_in: Path | None
-    status: str  # "as released", "carried over" (a lesson's answers into the release), "refused"
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.student}: {self.status}: {self.message}"
-
-
-def _exercise_answers(notebook) -> dict[str, str]:
-    """Exercise id -> the source of the cell that checks it (the tagged exercise cell where there is one)."""
-    found: dict[str, tuple[bool, str]] = {}
-    for cell in notebook.cells:
-        if cell.cell_type != "code" or "check(" not in cell.source:
-            continue
-        try:
-            call = exercise_cell(cell.source)
-        except (ValueError, SyntaxError):
-            continue
-        tagged = "exercise" in cell.metadata.get("tags", [])
-        if tagged or not found.get(call.exercise, (False, ""))[0]:
-            found[call.exercise] = (tagged, cell.source)
-    return {exercise: source for exercise, (_, source) in found.items()}
-
-
-def _grade_ids(notebook) -> dict[str, str]:
-    """Exercise id -> grade id of each released solution cell (`answer_03_2` -> "03.2")."""
-    ids = {}
-    for cell in notebook.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-        if grade_id.startswith("answer_") and cell.metadata["nbgrader"].get("solution"):
-            ids[grade_id.removeprefix("answer_").replace("_", ".", 1)] = grade_id
-    return ids
-
-
-def _keep_original(root: Path, student: str, assignment: str, path: Path) -> Path:
-    """Copies a handed-in notebook to `submitted-originals/` (never over an earlier copy)."""
-    folder = root / "submitted-originals" / student / assignment
-    folder.mkdir(parents=True, exist_ok=True)
-    target, n = folder / path.name, 1
-    while target.exists() and target.read_bytes() != path.read_bytes():
-        target, n = folder / f"{path.stem}.{n}{path.suffix}", n + 1
-    shutil.copy2(path, target)
-    return target
-
-
-def prepare_submissions(root: str | os.PathLike, assignment: str) -> list[Submission]:
-    """Makes every notebook handed in for `assignment` one nbgrader grades right, or refuses it.
-
-    Args:
-        root: The nbgrader course directory (`submitted/<student>/<assignment>/` inside).
-        assignment: e.g. "lesson03".
+def grade(root: str | os.PathLike, assignment: str, *, timeout: int | None = None):
+    """Grades what was handed in for `assignment`, each hand-in apart (see `grade_run.grade_assignment`).
 
     Returns:
-        One `Submission` per student folder; a refused one is left as handed in and named.
+        (the `Submission`s, grades.csv, the assignments nobody handed anything in for).
     """
-    root = Path(root)
-    releases = sorted((root / "release" / assignment).glob("*.ipynb"))
-    if not releases:
-        raise ValueError(f"No release of {assignment!r} in {root / 'release'}: build the course directory first "
-                         f"(python -m course_utils.course.builds nbgrader --out {root}).")
-    release = nbformat.read(releases[0], as_version=4)
-    wanted, name = _grade_ids(release), releases[0].name
-    done = []
-    for folder in sorted((root / "submitted").glob(f"*/{assignment}")):
-        student = folder.parent.name
-        notebooks = sorted(folder.glob("*.ipynb"))
-        chosen = folder / name if (folder / name).exists() else notebooks[0] if len(notebooks) == 1 else None
-        if chosen is None:
-            done.append(Submission(student, None, "refused", (
-                f"{folder} holds {len(notebooks)} notebooks, none named {name}: leave only the lesson's "
-                f"notebook there ({[p.name for p in notebooks]})")))
-            continue
-        done.append(_prepare_one(root, student, assignment, chosen, release, wanted, name))
-    return done
+    from course_utils.course.grade_run import grade_assignment
 
-
-def _prepare_one(root, student, assignment, path, release, wanted, name) -> Submission:
-    notebook = nbformat.read(path, as_version=4)
-    if set(_grade_ids(notebook)) >= set(wanted):
-        if path.name != name:
-            _keep_original(root, student, assignment, path)
-            path.rename(path.with_name(name))
-        return Submission(student, path, "as released", f"{path.name}: nbgrader's release version, graded as it is")
-    answers = {e: source for e, source in _exercise_answers(notebook).items() if e in wanted}
-    if not answers:
-        others = sorted(_exercise_answers(notebook))
-        held = f" (it holds exercises {', '.join(others)})" if others else ""
-        return Submission(student, path, "refused", (
-            f"{path} holds none of {assignment}'s exercises {', '.join(sorted(wanted))}{held}. Hand out "
-            f"release/{assignment}/{name} (or the lesson {name} from Binder, notebooks/ or the student build) "
-            f"and collect that notebook"))
-    kept = _keep_original(root, student, assignment, path)
-    graded = nbformat.from_dict(json.loads(json.dumps(release)))
-    for cell in graded.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        exercise = next((e for e, g in wanted.items() if g == grade_id), None)
-        if exercise in answers:
-            cell.source = answers[exercise]
-    path.unlink()
-    nbformat.write(graded, path.with_name(name))
-    return Submission(student, path, "carried over", (
-        f"{path.name}: the lesson as students run it; its answers to {', '.join(sorted(answers))} carried into "
-        f"nbgrader's release version (the notebook handed in is kept as {kept.relative_to(root)})"))
-
-
-def export_grades(root: str | os.PathLike, out: str | os.PathLike | None = None) -> tuple[Path, list[str]]:
-    """nbgrader's grades, as `grades.csv`, for the assignments something was handed in for.
-
-    Returns:
-        (the file written, the assignments left out because nobody handed anything in).
-    """
-    from nbgrader.api import Gradebook
-
-    root = Path(root)
-    out = Path(out or root / "grades.csv")
-    with Gradebook(f"sqlite:///{root.resolve() / 'gradebook.db'}") as gradebook:
-        handed_in = {a.name for a in gradebook.assignments if a.submissions}
-        left_out = sorted(a.name for a in gradebook.assignments if not a.submissions)
-    with tempfile.TemporaryDirectory() as scratch:
-        every = Path(scratch) / "grades.csv"
-        nbgrader_command(root, "export", f"--to={every}")
-        with every.open(newline="") as file:
-            rows = list(csv.DictReader(file))
-            columns = list(rows[0]) if rows else ["assignment"]
-    with out.open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(row for row in rows if row["assignment"] in handed_in)
-    return out, left_out
-
-
-def grade(root: str | os.PathLike, assignment: str) -> tuple[list[Submission], Path, list[str]]:
-    """Prepares the submissions of `assignment`, autogrades them with nbgrader, exports grades.csv.
-
-    A refused submission is not graded (it has no row in grades.csv); its `Submission` says why.
-    """
-    submissions = prepare_submissions(root, assignment)
-    refused = [s.student for s in submissions if s.status == "refused"]
-    if len(refused) < len(submissions):  # a refused notebook is not graded at all, so never 0 in silence
-        nbgrader_command(root, "autograde", assignment, "--force",
-                         *([f"--CourseDirectory.student_id_exclude={','.join(refused)}"] if refused else []))
-    grades, left_out = export_grades(root)
-    return submissions, grades, left_out
+    return grade_assignment(root, assignment, timeout=timeout)
