@@ -28,6 +28,8 @@ $(BIN)/.installed: $(MADE_WITH) requirements.txt requirements-nodeps.txt pyproje
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	@# every kernel and script of this environment gets Keras on JAX, however it is started
 	$(BIN)/python -m course_utils.course.doctor --set-keras-backend
+	@# a lesson's kernel stops when its tab closes, and idle kernels are culled (see the module)
+	$(BIN)/python -m course_utils.course.lab_settings
 	touch $@
 
 $(BIN)/.test-installed: $(BIN)/.installed requirements-test.txt
@@ -52,6 +54,7 @@ $(BIN)/.nbgrader-installed: $(BIN)/.installed requirements-test.txt
 	touch $@
 
 lab: $(BIN)/.installed
+	@$(BIN)/python -m course_utils.course.lab_settings >/dev/null
 	$(BIN)/jupyter lab --port=$(PORT) $(ROOT_FLAG) notebooks/00_start_here.ipynb
 
 test: $(BIN)/.test-installed $(BIN)/.slides-installed

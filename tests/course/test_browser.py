@@ -7,22 +7,29 @@ and checks the pictures change and an impossible layout shows its message.
 Then opens the cells of the learner's lesson runs whose reports end in a verdict
 (EQUIVALENT, AGREE, ...), outputs as they ran, and reads each verdict where
 JupyterLab shows it: in the report's HTML, not only in its text form.
+Last, a learner's path through every lesson in one JupyterLab with Binder's environment and settings:
+each lesson opened, run, saved and closed in turn, the memory of the server and all it started
+sampled throughout, which must stay within what Binder gives a user.
 Screenshots go to `test-artifacts/browser/`. Needs the Playwright package and
 Debian's Chromium (`make test` installs both); it fails, never skips, without them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 
 from course_utils.course.transforms import lessons
@@ -62,29 +69,36 @@ def _stop(process: subprocess.Popen) -> None:
     process.wait(timeout=10)
 
 
+@contextlib.contextmanager
+def _jupyterlab(python: str, root: Path, name: str, env: dict | None = None, *extra: str):
+    """A JupyterLab server of `python`'s environment at `root`; yields (base url, its process)."""
+    port = free_port()
+    runtime = ARTIFACTS / f"jupyter-runtime-{name}"
+    command = [python, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}",
+               f"--LabApp.workspaces_dir={runtime}", "--ServerApp.port_retries=0", *extra]
+    if os.geteuid() == 0:
+        command.append("--allow-root")
+    log = ARTIFACTS / f"jupyterlab-{name}.log"
+    env = {**(env or os.environ), "JUPYTER_RUNTIME_DIR": str(runtime)}
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_until_up(url, process, log)
+        yield url, process
+    finally:
+        _stop(process)
+
+
 @pytest.fixture
 def lab():
     """A JupyterLab server at the repository root; yields (base url, notebook path in the server)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(NOTEBOOK, ARTIFACTS / NOTEBOOK.name)  # runs edit and autosave the copy, not the source
-    port = free_port()
-    runtime = ARTIFACTS / "jupyter-runtime"
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-               "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={ROOT}",
-               f"--LabApp.workspaces_dir={runtime}", "--ServerApp.port_retries=0"]
-    if os.geteuid() == 0:
-        command.append("--allow-root")
-    log = ARTIFACTS / "jupyterlab.log"
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)}
-    with open(log, "w") as out:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        _wait_until_up(url, process, log)
+    with _jupyterlab(sys.executable, ROOT, "explorers") as (url, _):
         yield url, (ARTIFACTS / NOTEBOOK.name).relative_to(ROOT).as_posix()
-    finally:
-        _stop(process)
 
 
 VERDICTS = ("NOT equivalent", "EQUIVALENT", "AGREE", "DIFFER")
@@ -196,3 +210,104 @@ def test_every_reports_verdict_shows_in_jupyterlab(lab, browser, lesson_runs):
         page.screenshot(path=str(ARTIFACTS / "failure-verdicts.png"), full_page=True)
         raise
     assert seen == expected
+
+
+# Binder gives a user 1 to 2 GB; a learner's whole path through the course stays within 1.5 GB.
+PATH_LIMIT_MB = 1500
+
+
+class _MemorySampler(threading.Thread):
+    """The resident memory of a process and everything it started, summed, sampled every half second."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.root, self.peak_mb, self.now_mb, self._stop = psutil.Process(pid), 0.0, 0.0, threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.wait(0.5):
+            total = 0
+            for process in [self.root, *self.root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    total += process.memory_info().rss
+            self.now_mb = total / 2**20
+            self.peak_mb = max(self.peak_mb, self.now_mb)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.join()
+
+
+def _lab_command(page, command: str) -> None:
+    page.evaluate(f"window.jupyterapp.commands.execute({command!r})")
+
+
+def _run_save_and_close(page, url: str, notebook: Path, timeout_s: float = 600) -> dict:
+    """Opens a lesson, runs all its cells, saves it and closes its tab, as the lesson's last cell asks."""
+    page.goto(f"{url}/lab/tree/{notebook.name}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_selector(".jp-StatusBar-Widget >> text=/Idle/", timeout=120_000)
+    _dismiss_news(page)
+    _lab_command(page, "notebook:run-all-cells")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:  # done when every code cell ran, or one failed and the kernel stopped
+        time.sleep(3)
+        _lab_command(page, "docmanager:save")
+        time.sleep(0.5)
+        cells = [c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
+        failed = [c for c in cells if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
+        if all(c.get("execution_count") for c in cells) or failed:
+            break
+    else:
+        raise AssertionError(f"{notebook.name} did not finish within {timeout_s} s")
+    kernels = json.load(urllib.request.urlopen(f"{url}/api/kernels", timeout=10))
+    _lab_command(page, "application:close")
+    return {"failed": [("".join(c["source"])[:80], c["outputs"][-1].get("evalue")) for c in failed],
+            "kernels_open": len(kernels)}
+
+
+def _kernels_left(url: str, server: subprocess.Popen, wait_s: float = 60) -> int:
+    """The kernels the server still runs once a tab closed: those it lists, or whose process has not yet ended."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        listed = len(json.load(urllib.request.urlopen(f"{url}/api/kernels", timeout=10)))
+        running = []
+        for process in psutil.Process(server.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):  # a process that ended while being read
+                if process.status() != psutil.STATUS_ZOMBIE and "ipykernel" in " ".join(process.cmdline()):
+                    running.append(process)
+        if (listed == 0 and not running) or time.monotonic() > deadline:
+            return max(listed, len(running))
+        time.sleep(0.5)
+
+
+def test_a_learners_path_through_every_lesson_fits_in_binders_memory(binder_env, browser, tmp_path):
+    """Lessons 00 to 09 in one JupyterLab with Binder's settings: each closed tab stops its kernel."""
+    bin_dir, env = binder_env
+    course = tmp_path / "notebooks"
+    course.mkdir()
+    paths = [shutil.copy(path, course) for path in lessons(ROOT / "notebooks")]  # the learner's copies run
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with _jupyterlab(str(bin_dir / "python"), course, "path", env, "--LabApp.expose_app_in_browser=True") as (url, server):
+        sampler = _MemorySampler(server.pid)
+        sampler.start()
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        steps = []
+        try:
+            for path in map(Path, paths):
+                step = _run_save_and_close(page, url, path)
+                left = _kernels_left(url, server)
+                time.sleep(1.0)  # a sample after the kernel's process ended
+                step.update(lesson=path.stem, peak_mb=sampler.peak_mb, left=left, after_mb=sampler.now_mb)
+                steps.append(step)
+                print(f"{path.stem:32} peak so far {step['peak_mb']:6.0f} MB, after closing {step['after_mb']:6.0f} MB, "
+                      f"kernels left {step['left']}")
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "failure-path.png"), full_page=True)
+            raise
+        finally:
+            sampler.stop()
+            page.close()
+    assert [s["failed"] for s in steps] == [[] for _ in steps]  # every lesson ran to its end
+    assert [s["kernels_open"] for s in steps] == [1] * len(steps)  # each ran in a kernel of its own
+    assert [s["left"] for s in steps] == [0] * len(steps)  # closing the tab stopped its kernel
+    assert sampler.peak_mb < PATH_LIMIT_MB, steps
