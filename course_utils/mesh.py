@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,33 +13,60 @@ from course_utils._table import Table
 from course_utils.devices import course_devices, device_name
 
 
+MAX_DEVICES = 2**40  # more than any machine has; the shapes of up to this many are listed at once
+MAX_SHAPES = 10_000  # a list longer than this is no list to read
+
+
 def mesh_shapes(n_devices: int, ndim: int = 2) -> list[tuple[int, ...]]:
     """Every way to arrange `n_devices` as an `ndim`-dimensional grid.
 
     Args:
-        n_devices: Number of devices.
+        n_devices: Number of devices, at most `MAX_DEVICES`.
         ndim: Number of mesh axes.
 
     Returns:
-        The shapes whose sizes multiply to `n_devices`, in increasing order.
+        The shapes whose sizes multiply to `n_devices`, in increasing order (at most `MAX_SHAPES`).
 
     Example:
         >>> mesh_shapes(8)
         [(1, 8), (2, 4), (4, 2), (8, 1)]
     """
     for name, value in (("n_devices", n_devices), ("ndim", ndim)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(
                 f"mesh_shapes needs positive whole numbers. Received: {name}={value!r}."
             )
-    if ndim == 1:
-        return [(n_devices,)]
-    return [
-        (first, *rest)
-        for first in range(1, n_devices + 1)
-        if n_devices % first == 0
-        for rest in mesh_shapes(n_devices // first, ndim - 1)
-    ]
+    if n_devices > MAX_DEVICES:
+        raise ValueError(f"Received: n_devices={n_devices}, more devices than any machine has. "
+                         f"Ask for at most 2**40, e.g. mesh_shapes(8) for the course's 8 devices.")
+    powers = _prime_powers(int(n_devices))
+    count = math.prod(math.comb(e + ndim - 1, ndim - 1) for e in powers.values())
+    if count > MAX_SHAPES:
+        raise ValueError(f"Received: n_devices={n_devices}, ndim={ndim}: that makes {count:,} shapes, too many to "
+                         f"list (at most {MAX_SHAPES:,}). Ask for fewer axes: a mesh rarely has more than 4.")
+    divisors = sorted(math.prod(p**k for p, k in zip(powers, ks))
+                      for ks in itertools.product(*(range(e + 1) for e in powers.values())))
+    return _shapes(int(n_devices), int(ndim), divisors)
+
+
+def _prime_powers(n: int) -> dict[int, int]:
+    """`n`'s prime factors and their powers: 12 -> {2: 2, 3: 1}."""
+    powers, p = {}, 2
+    while p * p <= n:
+        while n % p == 0:
+            powers[p], n = powers.get(p, 0) + 1, n // p
+        p += 1 if p == 2 else 2
+    if n > 1:
+        powers[n] = powers.get(n, 0) + 1
+    return powers
+
+
+def _shapes(n: int, ndim: int, divisors: list[int]) -> list[tuple[int, ...]]:
+    """The shapes of `ndim` sizes that multiply to `n`, from the sorted divisors of a multiple of `n`."""
+    if ndim == 1 or n == 1:
+        return [(n,) + (1,) * (ndim - 1)]
+    return [(first, *rest) for first in divisors if n % first == 0
+            for rest in _shapes(n // first, ndim - 1, divisors)]
 
 
 def make_mesh(shape: Sequence[int], axis_names: Sequence[str], *, devices=None):

@@ -19,6 +19,20 @@ def test_mesh_shapes_bad_input(args):
         mesh_shapes(*args)
 
 
+def test_mesh_shapes_of_many_devices_answer_at_once_or_say_why_not():
+    import time
+
+    start = time.perf_counter()
+    assert len(mesh_shapes(2**40)) == 41 and mesh_shapes(2**40)[1] == (2, 2**39)  # once took minutes
+    assert mesh_shapes(10**12 + 39) == [(1, 10**12 + 39), (10**12 + 39, 1)]  # a prime
+    assert mesh_shapes(1, 5000) == [(1,) * 5000] and mesh_shapes(12, 3) == sorted(mesh_shapes(12, 3))
+    assert time.perf_counter() - start < 2
+    with pytest.raises(ValueError, match=r"n_devices=8, ndim=200: that makes 1,353,400 shapes.*fewer axes"):
+        mesh_shapes(8, 200)
+    with pytest.raises(ValueError, match=r"n_devices=2199023255552, more devices than any machine has"):
+        mesh_shapes(2**41)
+
+
 def test_make_mesh_is_a_real_keras_mesh_in_device_order():
     mesh = make_mesh((2, 4), ("data", "model"))
     assert isinstance(mesh, distribution.DeviceMesh)
