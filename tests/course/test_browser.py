@@ -221,10 +221,10 @@ class _MemorySampler(threading.Thread):
 
     def __init__(self, pid: int):
         super().__init__(daemon=True)
-        self.root, self.peak_mb, self.now_mb, self._stop = psutil.Process(pid), 0.0, 0.0, threading.Event()
+        self.root, self.peak_mb, self.now_mb, self._done = psutil.Process(pid), 0.0, 0.0, threading.Event()
 
     def run(self) -> None:
-        while not self._stop.wait(0.5):
+        while not self._done.wait(0.5):
             total = 0
             for process in [self.root, *self.root.children(recursive=True)]:
                 with contextlib.suppress(psutil.Error):
@@ -233,7 +233,7 @@ class _MemorySampler(threading.Thread):
             self.peak_mb = max(self.peak_mb, self.now_mb)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._done.set()
         self.join()
 
 
