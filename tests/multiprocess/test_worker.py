@@ -69,4 +69,4 @@ def test_setup_process_keeps_compiled_programs_where_setup_devices_does(tmp_path
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**env, "COURSE_COMPILATION_CACHE": str(tmp_path)}).stdout.splitlines()
     assert out == ["18.0 4"]
-    assert any(p.name.endswith("-cache") for p in tmp_path.iterdir())
+    assert any(p.name.endswith(".program") for p in tmp_path.iterdir())  # the course's checked entries
