@@ -10,12 +10,15 @@ Per device, in GiB, for a dtype policy:
   two largest decoder blocks whole along it (one in use, the next being fetched);
 - an allowance for XLA's working memory: `SCRATCH` of the rest.
 Nothing is allocated. A verdict keeps headroom: "fits" only with `HEADROOM` of the device left.
+A layout that cannot be used on a mesh is "cannot split", with the reason (`CannotSplit`): which weight,
+which of its dimensions, which mesh axis. The arguments are checked first (`fit_checks`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from course_utils import fit_checks
 from course_utils._table import Table
 from course_utils.sizing import GIB, MESH_AXES, PRESETS, Preset, abstract_model, layout_for, training_memory
 
@@ -24,6 +27,34 @@ SCRATCH = 0.10  # XLA's working memory, allowed for as this share of the rest
 FITS, TIGHT, NO, CANNOT = "fits", "tight", "no", "cannot split"
 PARTS = ("weights", "gradients", "optimizer", "activations", "gathered", "scratch")
 POLICIES = ("float32", "bfloat16", "mixed_bfloat16")
+
+
+@dataclass(frozen=True)
+class CannotSplit:
+    """Why a layout cannot be used on a mesh: a dimension (of a weight, or the batch) that does not divide
+    into the parts of the mesh axes it is split over. Keras would raise `IndivisibleError` on building."""
+
+    what: str  # the first weight that does not split (its path), or "the batch"
+    shape: tuple[int, ...]
+    dim: int
+    size: int
+    axes: tuple[str, ...]
+    parts: int
+    others: int = 0  # how many more weights do not split
+
+    def __str__(self) -> str:
+        if self.what == "the batch":
+            return f"a batch of {self.size} does not split into {self.parts} equal parts along {self.axes[0]!r}"
+        more = ("" if not self.others else "; 1 more weight does not split either" if self.others == 1
+                else f"; {self.others} more weights do not split either")
+        return (f"{self.what} {self.shape}: dimension {self.dim}, of size {self.size}, does not divide into "
+                f"{self.parts} parts along {'+'.join(self.axes)!r}{more}")
+
+    @property
+    def short(self) -> str:
+        """The reason in a few words, for a figure (the mesh shown beside it gives the parts):
+        'key/kernel: dim 0 of size 1 over model'."""
+        return f"{'/'.join(self.what.split('/')[-2:])}: dim {self.dim} of size {self.size} over {'+'.join(self.axes)}"
 
 
 @dataclass(frozen=True)
@@ -39,6 +70,7 @@ class Fit:
     gathered: float = 0.0
     scratch: float = 0.0
     problem: str | None = None
+    split: CannotSplit | None = None  # the reason, when the problem is a dimension that does not divide
 
     @property
     def total(self) -> float:
@@ -47,6 +79,9 @@ class Fit:
     def verdict(self, device_gib: float, headroom: float = HEADROOM) -> str:
         """`"fits"` with at least `headroom` of the device left, `"tight"` when the total fits but
         leaves less, else `"no"`; `"cannot split"` when the layout cannot be used on this mesh."""
+        if not fit_checks.device_size_ok(device_gib):
+            raise ValueError(f"Received: device_gib={device_gib!r}. A device size is a number of GiB above 0, "
+                             f"e.g. verdict(80).")
         if self.problem is not None:
             return CANNOT
         if self.total <= (1 - headroom) * device_gib:
@@ -85,7 +120,9 @@ class FitReport(Table):
                 f"{row.total:.1f}", *verdicts]
 
     def notes(self) -> list[str]:
-        return [self.legend]
+        """The legend, then why each "cannot split" row cannot."""
+        return [self.legend, *(f"- cannot split {r.model} on {r.mesh_shape}: {r.problem}." for r in self.rows
+                               if r.problem)]
 
     @property
     def legend(self) -> str:
@@ -109,10 +146,14 @@ def will_it_fit(models=tuple(PRESETS), mesh_shapes=((1, 8), (2, 4), (8, 1)), *, 
 
     Args:
         models: Preset names, or a dict of label -> backbone already built
-            (each is built once, shape-only, and reused for every mesh).
-        mesh_shapes: `(batch, model)` mesh shapes of the course's devices.
-        device_gib: Device memory sizes to compare with, in GiB.
-        layout: One of `sizing.LAYOUTS`.
+            (each is built once, shape-only, and reused for every mesh); one name alone,
+            `"gemma_7b_en"`, means that model only.
+        mesh_shapes: `(batch, model)` mesh shapes of the course's devices; one shape alone,
+            `(2, 4)`, means that mesh only.
+        device_gib: Device memory sizes to compare with, in GiB (numbers above 0); one number
+            alone, `80`, means that size only.
+        layout: One of `sizing.LAYOUTS` ("official" is keras-hub's map, which splits weights
+            over `batch` too, as FSDP does).
         batch, seq: The global batch (sequences, tokens each): with them the totals count the
             activations, FSDP's gathered weights and XLA's scratch space; without them the training
             state alone (and the verdicts say so).
@@ -123,14 +164,18 @@ def will_it_fit(models=tuple(PRESETS), mesh_shapes=((1, 8), (2, 4), (8, 1)), *, 
 
     A layout that cannot split some weight on a mesh (Gemma 2B has one key/value head, and the
     official map splits heads over `model`), or a batch that does not split over the batch axis,
-    is a row that says why, not an error.
+    is a row that says why (its `split`, in the report's notes), not an error. Arguments that
+    are not what is described above are refused before anything is built, with what to give.
     """
+    from course_utils.devices import course_devices
+
     if dtype not in POLICIES:
         raise ValueError(f"dtype must be one of {POLICIES}. Received: dtype={dtype!r}.")
-    if (batch is None) != (seq is None):
-        raise ValueError(f"Give batch and seq together (the activations need both), or neither. "
-                         f"Received: batch={batch!r}, seq={seq!r}.")
-    named = dict(models) if isinstance(models, dict) else {name: name for name in models}
+    fit_checks.check_layout(layout)
+    fit_checks.check_batch(batch, seq)
+    named = fit_checks.checked_models(models)
+    mesh_shapes = fit_checks.checked_mesh_shapes(mesh_shapes, len(course_devices()))
+    device_gib = fit_checks.checked_device_gib(device_gib)
     rows = []
     for name, model in named.items():
         built = model if not isinstance(model, (str, Preset)) else abstract_model(model, dtype=dtype)
@@ -139,7 +184,7 @@ def will_it_fit(models=tuple(PRESETS), mesh_shapes=((1, 8), (2, 4), (8, 1)), *, 
             from course_utils.activations import saved_for_backward
 
             saved = saved_for_backward(built, batch, seq)
-        rows += [_fit(str(name), built, tuple(shape), layout, saved, remat) for shape in mesh_shapes]
+        rows += [_fit(str(name), built, shape, layout, saved, remat) for shape in mesh_shapes]
     counted = PARTS if batch is not None else PARTS[:3]
     step = (f", activations for a batch of {batch} x {seq} tokens{' (rematerialised)' if remat else ''}, "
             f"FSDP's gathered weights and {SCRATCH:.0%} for XLA" if batch is not None else " (activations not counted)")
@@ -151,17 +196,35 @@ def _fit(name: str, model, shape: tuple, layout: str, saved, remat: bool) -> Fit
     try:
         fullest = max(training_memory(model, shape, layout=layout).rows, key=lambda r: r.total)
     except ValueError as error:
-        return Fit(name, shape, 0.0, 0.0, 0.0, problem=str(error))
+        split = cannot_split(model, shape, layout)
+        return Fit(name, shape, 0.0, 0.0, 0.0, problem=str(split or error), split=split)
     state = [getattr(fullest, part) / GIB for part in ("weights", "gradients", "optimizer")]
     if saved is None:
         return Fit(name, shape, *state)
     if saved.batch % shape[0]:
-        return Fit(name, shape, *state, problem=f"a batch of {saved.batch} does not split into {shape[0]} equal "
-                                                f"parts along {MESH_AXES[0]!r}")
+        split = CannotSplit("the batch", (saved.batch, saved.seq), 0, saved.batch, MESH_AXES[:1], shape[0])
+        return Fit(name, shape, *state, problem=str(split), split=split)
     activations = saved.total(remat=remat) / shape[0] / GIB
     gathered = gathered_weights(model, shape, layout) / GIB
     scratch = SCRATCH * (sum(state) + activations + gathered)
     return Fit(name, shape, *state, activations=activations, gathered=gathered, scratch=scratch)
+
+
+def cannot_split(model, mesh_shape: tuple[int, ...], layout: str = "official") -> CannotSplit | None:
+    """The first weight of `model` whose layout (Keras's own lookup) does not divide on the mesh, and how
+    many more do not; None when every weight divides (the layout fails for another reason)."""
+    from course_utils.layout import layout_for as variable_layout
+    from course_utils.mesh import make_mesh
+    from course_utils.placements import indivisible
+
+    distribution = layout_for(type(model), make_mesh(mesh_shape, MESH_AXES), layout)
+    sizes = dict(zip(MESH_AXES, mesh_shape))
+    found = [(v, hit) for v in model.variables
+             for hit in indivisible(tuple(v.shape), tuple(variable_layout(distribution, v).axes), sizes)[:1]]
+    if not found:
+        return None
+    (variable, (dim, size, axes, parts)), others = found[0], len(found) - 1
+    return CannotSplit(variable.path, tuple(variable.shape), dim, size, tuple(axes), parts, others)
 
 
 def gathered_weights(model, mesh_shape, layout: str = "official") -> int:

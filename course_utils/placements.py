@@ -215,24 +215,29 @@ def layout_errors(shape: tuple[int, ...], axes: Sequence, axis_sizes: dict[str, 
             f"(missing trailing entries mean None)."
         ]
     errors, used = [], []
-    for dim, (size, entry) in enumerate(zip(shape, axes)):
+    for dim, entry in enumerate(axes):
         names = _names(entry)
         unknown = [a for a in names if a not in axis_sizes]
         if unknown:
             errors.append(f"Dimension {dim} names {unknown}, not an axis of the mesh {tuple(axis_sizes)}.")
-            continue
         used += names
-        parts = math.prod(axis_sizes[a] for a in names)
-        if size % parts:
-            errors.append(
-                f"Dimension {dim} has size {size}, which does not divide into "
-                f"{parts} equal parts along {'+'.join(names)}; pick a size that is a "
-                f"multiple of {parts} or leave this dimension unsplit (None)."
-            )
+    errors += [f"Dimension {dim} has size {size}, which does not divide into {parts} equal parts along "
+               f"{'+'.join(names)}; pick a size that is a multiple of {parts} or leave this dimension unsplit (None)."
+               for dim, size, names, parts in indivisible(shape, axes, axis_sizes)]
     twice = sorted({a for a in used if used.count(a) > 1})
     if twice:
         errors.append(f"Mesh axis {twice} is used for more than one dimension; each mesh axis can split one dimension.")
     return errors
+
+
+def indivisible(shape: tuple[int, ...], axes: Sequence, axis_sizes: dict[str, int]) -> list[tuple]:
+    """`(dimension, size, mesh axes, parts)` for each dimension whose size does not divide into its axes' parts."""
+    found = []
+    for dim, (size, entry) in enumerate(zip(shape, axes)):
+        names = _names(entry)
+        if names and all(a in axis_sizes for a in names) and size % math.prod(axis_sizes[a] for a in names):
+            found.append((dim, size, names, math.prod(axis_sizes[a] for a in names)))
+    return found
 
 
 def _names(entry) -> tuple[str, ...]:

@@ -28,7 +28,8 @@ def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
     band under it its last `report.headroom` (a total in the band is "tight").
     Under each bar, the report's verdict for every device size, as in its table.
     A mesh on which the layout cannot split some weight gets no bar and says
-    "cannot split" in its place.
+    "cannot split" in its place; under the panel, why, in a few words: the weight,
+    its dimension and size, the mesh axis (the report's notes say it in full).
 
     Args:
         report: A `FitReport` from `will_it_fit`.
@@ -38,7 +39,8 @@ def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
         A `Figure`.
     """
     models = list(dict.fromkeys(r.model for r in report.rows))
-    fig = Figure(figsize=(min(3.0 * len(models) + 1.6, MAX_WIDTH), 4.4), layout="constrained")
+    # side by side, panels need half an inch more for their axis labels not to run into each other
+    fig = Figure(figsize=(min(3.0 * len(models) + 1.6 + 0.5 * (len(models) > 1), MAX_WIDTH), 4.4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(models), sharey=True))
     top = max([r.total for r in report.rows] + list(report.device_gib)) * 1.12
     for ax, model in zip(axes, models):
@@ -51,7 +53,9 @@ def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
         ax.set_title(model, fontsize=FONT)
         ax.set_xticks(range(len(rows)), [_tick(r, report) for r in rows])
         sizes = ", then ".join(f"{g:g} GiB" for g in report.device_gib)
-        ax.set_xlabel(wrap(f"mesh (batch x model); verdict on {sizes}", 30), fontsize=SMALL)
+        why = wrap(_why(rows), 24)  # narrower than the line above: its words are wider
+        ax.set_xlabel(wrap(f"mesh (batch x model); verdict on {sizes}", 30) + (f"\n{why}" if why else ""),
+                      fontsize=SMALL)
         ax.set_ylim(0, top)
         ax.tick_params(labelsize=SMALL)
     axes[0].set_ylabel("GiB per device", fontsize=SMALL)
@@ -66,6 +70,15 @@ def _tick(row, report: FitReport) -> str:
     names the device sizes, in order."""
     verdicts = [row.verdict(g, report.headroom) for g in report.device_gib]
     return "\n".join([f"{row.mesh_shape[0]} x {row.mesh_shape[1]}", *([""] * len(verdicts) if row.problem else verdicts)])
+
+
+def _why(rows) -> str:
+    """Why the layout cannot be used on this panel's meshes: one reason for all, or one per mesh."""
+    reasons = dict.fromkeys(r.split.short for r in rows if r.split)
+    if len(reasons) <= 1:
+        return "".join(f"cannot split {reason}" for reason in reasons)
+    return "cannot split " + "; ".join(f"{r.mesh_shape[0]} x {r.mesh_shape[1]}: {r.split.short}"
+                                       for r in rows if r.split)
 
 
 def _bars(ax, rows, top: float, parts) -> None:

@@ -50,3 +50,22 @@ def test_a_part_too_thin_to_see_is_named_on_its_bar():
                                                                         "activations", "gathered", "scratch"))
     labels = [t.get_text() for t in draw_fit(report).axes[0].texts]
     assert labels == ["42.8\n+0.5 gathered"]  # 0.5 of an axis of 90 GiB: under a millimetre high
+
+
+def test_a_mesh_that_cannot_split_says_why_under_its_panel(overlapping_texts):
+    from course_utils.fit import CannotSplit
+
+    key = CannotSplit("decoder_block_0/attention/key/kernel", (1, 2048, 256), 0, 1, ("model",), 4, others=35)
+    rows = [Fit("gemma_2b_en", shape, 0.0, 0.0, 0.0, problem=str(key), split=key) for shape in ((1, 8), (2, 4))]
+    rows += [Fit("gemma_2b_en", (8, 1), 1.2, 1.2, 2.3), Fit("gemma_7b_en", (2, 4), 4.0, 4.0, 8.0)]
+    fig = draw_fit(FitReport(rows, device_gib=(16, 80), title="t"))
+    two_b, seven_b = (" ".join(ax.get_xlabel().split()) for ax in fig.axes[:2])
+    assert two_b.endswith("cannot split key/kernel: dim 0 of size 1 over model") and "cannot" not in seven_b
+    assert overlapping_texts(fig) == []
+    batch = CannotSplit("the batch", (6, 128), 0, 6, ("batch",), 4)
+    odd = [Fit("m", (4, 2), 1, 1, 1, problem=str(batch), split=batch),
+           Fit("m", (1, 8), 0, 0, 0, problem=str(key), split=key)]
+    label = draw_fit(FitReport(odd, device_gib=(16,), title="t")).axes[0].get_xlabel()
+    label = " ".join(label.split()).replace("/ ", "/")  # wrapped at spaces and after '/'
+    assert "cannot split 4 x 2: the batch: dim 0 of size 6 over batch; 1 x 8: key/kernel: dim 0" in label
+    assert str(batch) == "a batch of 6 does not split into 4 equal parts along 'batch'"
