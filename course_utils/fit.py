@@ -48,7 +48,8 @@ class CannotSplit:
         more = ("" if not self.others else "; 1 more weight does not split either" if self.others == 1
                 else f"; {self.others} more weights do not split either")
         return (f"{self.what} {self.shape}: dimension {self.dim}, of size {self.size}, does not divide into "
-                f"{self.parts} parts along {'+'.join(self.axes)!r}{more}")
+                f"{self.parts} parts along {'+'.join(self.axes)!r} (Keras would raise "
+                f"IndivisibleError building it){more}")
 
     @property
     def short(self) -> str:

@@ -34,7 +34,8 @@ def test_every_cannot_split_says_which_weight_which_dimension_which_axis():
     assert split.short == "key/kernel: dim 0 of size 1 over model"
     notes = "\n".join(report.notes())
     assert ("- cannot split gemma_2b_en on (2, 4): decoder_block_0/attention/key/kernel (1, 2048, 256): "
-            "dimension 0, of size 1, does not divide into 4 parts along 'model'; 35 more weights") in notes
+            "dimension 0, of size 1, does not divide into 4 parts along 'model' (Keras would raise IndivisibleError "
+            "building it); 35 more weights do not split either.") in notes
     assert "on (1, 8)" in notes and "into 8 parts" in notes and "- cannot split" in repr(report)
 
 
