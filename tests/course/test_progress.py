@@ -211,6 +211,7 @@ def test_spreadsheet_csv_files_are_read(tmp_path):
     ("columns.csv", "name,score\nAda,3\n", ["lacks the column(s) student, exercise, status, attempts",
                                              "starts with the line student,exercise,status,attempts"]),
     ("missing.csv", "student,exercise,status,attempts\nAda,,correct,1\n", ["Row 1", "has no exercise"]),
+    ("blank.csv", "student,exercise,status,attempts\n  \t ,01.1,correct,1\n", ["Row 1", "has no student"]),
 ])
 def test_unreadable_files_say_which_file_and_why(tmp_path, name, content, words):
     (tmp_path / name).write_text(content)
