@@ -16,6 +16,8 @@ at a time, in the backward pass.
 from __future__ import annotations
 
 import math
+
+import numpy as np
 from dataclasses import dataclass
 
 
@@ -61,8 +63,9 @@ def saved_for_backward(model, batch: int, seq: int) -> Activations:
         84.5...
     """
     for name, value in (("batch", batch), ("seq", seq)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be a positive whole number. Received: {name}={value!r}.")
+    batch, seq = int(batch), int(seq)
     config = model.get_config()
     if "num_layers" not in config:
         raise ValueError(f"saved_for_backward traces a keras-hub backbone with num_layers in its config; "

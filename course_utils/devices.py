@@ -102,8 +102,8 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
         ('cpu:0', 'cpu:1')
     """
     global _current
-    n = _validate_count(n)
     platform = _resolve_platform(platform)
+    n = _validate_count(n, platform)
     _use_jax_backend_for_keras()
     import_keras_without(UNUSED_BY_LESSONS)
 
@@ -197,11 +197,22 @@ def _default_device() -> str:
     return device_name(default or jax.devices()[0])
 
 
-def _validate_count(n) -> int:
+# Simulated CPU devices share this machine's cores and memory; XLA starts each with its own resources,
+# so thousands take minutes and gigabytes to start (10,000: over 60 s and 3.4 GB, still starting).
+MAX_SIMULATED = 512
+
+
+def _validate_count(n, platform: str) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(
             f"setup_devices needs a positive whole number of devices. "
             f"Received: n={n!r}. Use for example setup_devices(8)."
+        )
+    if n > MAX_SIMULATED and platform in ("auto", "cpu"):
+        raise ValueError(
+            f"setup_devices simulates at most {MAX_SIMULATED} CPU devices: they share this machine's cores and "
+            f"memory, and thousands take minutes and gigabytes to start. Received: n={n}. The lessons use 8: "
+            f"setup_devices(8); on {n} real accelerators, setup_devices({n}, platform='gpu') or platform='tpu'."
         )
     return n
 

@@ -1,6 +1,7 @@
 """The activations a training step keeps, traced from shapes, checked against XLA's own count of the real step."""
 
 import keras
+import numpy as np
 import pytest
 
 keras_hub = pytest.importorskip("keras_hub")
@@ -54,6 +55,9 @@ def test_bad_sizes_and_models_are_refused_with_what_was_received():
     model = abstract_model(keras_hub.models.GemmaBackbone, TINY)
     with pytest.raises(ValueError, match=r"seq must be a positive whole number. Received: seq=0"):
         saved_for_backward(model, 4, 0)
+    assert saved_for_backward(model, np.int64(4), np.int32(8)) == saved_for_backward(model, 4, 8)  # NumPy's whole numbers
+    with pytest.raises(ValueError, match=r"batch must be a positive whole number. Received: batch=np.True_"):
+        saved_for_backward(model, np.bool_(True), 8)
     with pytest.raises(ValueError, match="num_layers"):
         saved_for_backward(keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]), 4, 8)
     with pytest.raises(ValueError, match="Give batch and seq together"):

@@ -38,6 +38,14 @@ def test_an_unbuilt_model_is_refused_with_the_fix():
         communication_report(model, data_parallel(), (32, 16))
 
 
+@pytest.mark.parametrize("dist, batch, size", [(data_parallel, (3, 16), 8), (megatron, (3, 16), 2)])
+def test_a_batch_that_does_not_split_over_the_batch_axis_is_refused_with_sizes_that_do(dist, batch, size):
+    laid_out = dist()
+    with pytest.raises(ValueError, match=rf"split evenly over the mesh axis 'data' \({size} devices\).*Received: a "
+                                         rf"batch of 3 rows\. Use a multiple of {size}, e\.g\. {size}, {2 * size}"):
+        communication_report(built_under(laid_out), laid_out, batch)
+
+
 def test_data_parallel_step_all_reduces_the_gradients():
     dp = data_parallel()
     report = communication_report(built_under(dp), dp, (32, 16))

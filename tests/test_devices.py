@@ -207,3 +207,9 @@ def test_a_model_built_on_one_device_shares_its_compiled_initializers_with_a_dis
         with distribution.DataParallel(device_mesh=make_mesh((8,), ("data",))).scope():
             build()
     assert not [r.message for r in caplog.records if "XLA compilation" in r.message]
+
+
+def test_thousands_of_simulated_devices_are_refused_before_jax_starts():
+    result = run_python("from course_utils import setup_devices; setup_devices(10_000)")
+    assert result.returncode != 0
+    assert "simulates at most 512 CPU devices" in result.stderr and "Received: n=10000" in result.stderr
