@@ -11,8 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
+from dataclasses import dataclass
+from pathlib import Path
 
 from course_utils.course.runner import execute
 from course_utils.course.transforms import lessons
@@ -24,9 +27,44 @@ COLD_SECONDS, WARM_SECONDS, KERNEL_MB = 12, 6, 600  # a lesson's targets
 SERIES_COLD_SECONDS, SERIES_WARM_SECONDS = 60, 30
 
 
-def run_series(folder, *, solutions: bool, cache: str) -> list:
-    """Every lesson of `folder` run once with `cache` as the compilation cache."""
-    return [execute(p, solutions=solutions, env={"COURSE_COMPILATION_CACHE": cache}) for p in lessons(folder)]
+@dataclass(frozen=True)
+class Failed:
+    """A lesson whose run did not reach its end, and why."""
+
+    path: Path
+    why: str
+
+
+def run_series(folder, *, solutions: bool, cache: str, timeout: int = 600) -> list:
+    """Every lesson of `folder` run once with `cache` as the compilation cache: its run, or `Failed`.
+
+    A lesson that fails (a cell raises, or runs over `timeout` seconds) is named and the series goes on.
+    """
+    runs = []
+    for path in lessons(folder):
+        try:
+            runs.append(execute(path, solutions=solutions, timeout=timeout, env={"COURSE_COMPILATION_CACHE": cache}))
+        except Exception as error:  # nbclient's cell errors, a time-out, a kernel that died
+            runs.append(Failed(Path(path), _why(error, timeout)))
+    return runs
+
+
+def _why(error: Exception, timeout: int) -> str:
+    if type(error).__name__ == "CellTimeoutError":
+        return f"a cell ran over {timeout} s (--timeout)"
+    lines = [line for line in re.sub(r"\x1b\[[0-9;]*m", "", str(error)).splitlines() if line.strip()]
+    return (lines[-1] if lines else type(error).__name__)[:200]  # a cell's error ends its traceback
+
+
+def _seconds(value: str) -> int:
+    try:
+        seconds = int(value)
+    except ValueError:
+        seconds = 0
+    if seconds < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of seconds of at least 1, e.g. --timeout 120. "
+                                         f"Received: {value!r}")
+    return seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,29 +72,60 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", nargs="?", default="notebooks")
     parser.add_argument("--solutions", action="store_true", help="fill in every exercise first")
     parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.add_argument("--timeout", type=_seconds, default=600, help="seconds a cell may run (default 600)")
     args = parser.parse_args(argv)
     os.environ.setdefault("COURSE_PLATFORM", "cpu")
     if not lessons(args.folder):
         print(f"No lessons (NN_*.ipynb) in {args.folder}.", file=sys.stderr)
         return 1
-    with tempfile.TemporaryDirectory(prefix="course-bench-cache-") as cache:
-        cold = run_series(args.folder, solutions=args.solutions, cache=cache)
-        warm = run_series(args.folder, solutions=args.solutions, cache=cache)
+    cold, warm = [], []
+    try:
+        with tempfile.TemporaryDirectory(prefix="course-bench-cache-") as cache:
+            cold += run_series(args.folder, solutions=args.solutions, cache=cache, timeout=args.timeout)
+            warm += run_series(args.folder, solutions=args.solutions, cache=cache, timeout=args.timeout)
+    except KeyboardInterrupt:
+        print(f"Stopped (Ctrl-C) during the {'warm' if cold else 'cold'} pass: no figures to compare.",
+              file=sys.stderr)
+        return 130
+    failed = _report(cold, warm)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([{"notebook": c.path.name, "cold_seconds": c.seconds, "warm_seconds": w.seconds,
+                        "peak_rss_mb": max(c.peak_rss_mb, w.peak_rss_mb),
+                        "child_peak_rss_mb": max(c.child_peak_rss_mb, w.child_peak_rss_mb)}
+                       for c, w in zip(cold, warm) if not isinstance(c, Failed) and not isinstance(w, Failed)], f, indent=2)
+    return 1 if failed else 0
+
+
+def _report(cold: list, warm: list) -> bool:
+    """Prints the table; whether a lesson failed or a claim did not hold."""
     print(f"{'notebook':32} {'cold s':>7} {'warm s':>7} {'peak MB':>8} {'child MB':>9}  {'budget':>6}  {'targets':>7}")
+    broken = []
     for c, w in zip(cold, warm):
+        name = c.path.name
+        if isinstance(c, Failed) or isinstance(w, Failed):
+            broken.append(f"{name}: the {'cold' if isinstance(c, Failed) else 'warm'} run failed: "
+                          f"{(c if isinstance(c, Failed) else w).why}")
+            print(f"{name:32} {'FAILED':>7} (below)")
+            continue
         peak = max(c.peak_rss_mb, w.peak_rss_mb)
         child = max(c.child_peak_rss_mb, w.child_peak_rss_mb)
         budget = c.seconds <= BUDGET_SECONDS and peak <= BUDGET_MB
         targets = c.seconds <= COLD_SECONDS and w.seconds <= WARM_SECONDS and peak <= KERNEL_MB
         child_mb = f"{child:9.0f}" if child else f"{'-':>9}"
-        print(f"{c.path.name:32} {c.seconds:7.1f} {w.seconds:7.1f} {peak:8.0f} {child_mb}  "
+        print(f"{name:32} {c.seconds:7.1f} {w.seconds:7.1f} {peak:8.0f} {child_mb}  "
               f"{_yes(budget):>6}  {_yes(targets):>7}")
-    total_cold, total_warm = sum(r.seconds for r in cold), sum(r.seconds for r in warm)
-    peak = max(r.peak_rss_mb for r in cold + warm)
-    series = total_cold <= SERIES_COLD_SECONDS and total_warm <= SERIES_WARM_SECONDS and peak <= KERNEL_MB
-    print(f"{'whole series':32} {total_cold:7.1f} {total_warm:7.1f} {peak:8.0f} {'':9}  {'':6}  {_yes(series):>7}")
-    false = [f"{r.path.name}: {v}" for r in cold + warm for v in r.false_claims]
-    print(f"claims: {sum(len(r.claims) for r in cold)} per series, "
+    ran = [r for r in cold + warm if not isinstance(r, Failed)]
+    if not broken:
+        total_cold, total_warm = sum(r.seconds for r in cold), sum(r.seconds for r in warm)
+        peak = max(r.peak_rss_mb for r in ran)
+        series = total_cold <= SERIES_COLD_SECONDS and total_warm <= SERIES_WARM_SECONDS and peak <= KERNEL_MB
+        print(f"{'whole series':32} {total_cold:7.1f} {total_warm:7.1f} {peak:8.0f} {'':9}  {'':6}  {_yes(series):>7}")
+    for line in broken:
+        print(f"  {line}")
+    false = [f"{r.path.name}: {v}" for r in ran for v in r.false_claims]
+    print(f"claims: {sum(len(r.claims) for r in cold if not isinstance(r, Failed))} per series"
+          + (" (of the lessons that ran)" if broken else "") + ", "
           + ("every one held, cold and warm" if not false else f"{len(false)} did NOT hold:"))
     for line in false:
         print(f"  {line}")
@@ -66,13 +135,7 @@ def main(argv: list[str] | None = None) -> int:
           f"cold, <= {WARM_SECONDS} s warm; the series <= {SERIES_COLD_SECONDS} s cold, <= {SERIES_WARM_SECONDS} s warm; "
           f"<= {KERNEL_MB} MB a kernel. {os.cpu_count()} CPU cores; devices are simulated, so times show this machine, "
           f"not a cluster)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump([{"notebook": c.path.name, "cold_seconds": c.seconds, "warm_seconds": w.seconds,
-                        "peak_rss_mb": max(c.peak_rss_mb, w.peak_rss_mb),
-                        "child_peak_rss_mb": max(c.child_peak_rss_mb, w.child_peak_rss_mb)}
-                       for c, w in zip(cold, warm)], f, indent=2)
-    return 1 if false else 0
+    return bool(broken or false)
 
 
 def _yes(ok: bool) -> str:
