@@ -121,8 +121,8 @@ def _csv_records(path: Path, text: str) -> list:
         return [{k.strip().lower(): v for k, v in r.items() if k} for r in reader]
     except csv.Error as error:
         raise ProgressFileError(f"The CSV file {str(path)!r} cannot be read near line {reader.line_num + 1} "
-                                f"({error}). Open it in a text editor, mend that line (student,exercise,status,attempts) "
-                                f"and run this again.") from None
+                                f"({error}). Open it in a text editor, mend that line "
+                                f"(student,exercise,status,attempts) and run this again.") from None
 
 
 def _row(path: Path, n: int, record: dict) -> Row:
