@@ -91,11 +91,12 @@ def _grade(root: Path, assignment: str | None, timeout: int | None, parser) -> i
     notes = read_notes(root).get(assignment, {})
     for submission in submissions:
         note = notes.get(submission.student)
-        print(submission, *([f"  note: {note}"] if note else []), sep="\n")
+        print(submission, *([f"  note: {note}"] if note and note != submission.message else []), sep="\n")
     refused = [s for s in submissions if s.status == "refused"]
     broken = [s for s in submissions if s.status == "broken"]
+    nobody = f"; no submissions (left out): {', '.join(left_out)}" if left_out else ""
     print(f"{grades}: {len(submissions) - len(refused)} graded ({len(broken)} broken, graded 0: see its note "
-          f"column), {len(refused)} refused" + (f"; no submissions (left out): {', '.join(left_out)}" if left_out else ""))
+          f"column), {len(refused)} refused{nobody}")
     return 1 if refused else 0
 
 

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 from course_utils.course.grade_isolated import Graded, code_cells, grade_one, grading_lock, make_template
@@ -100,8 +101,10 @@ def _config_timeout(root: Path) -> int:
 def record(root: Path, assignment: str, graded: list[Graded]) -> None:
     """Writes each hand-in's points into the course's gradebook (0 for a test cell not scored) and its note."""
     from nbgrader.api import Gradebook
+    from sqlalchemy.exc import SAWarning
 
-    with Gradebook(f"sqlite:///{root.resolve() / 'gradebook.db'}") as gradebook:
+    with Gradebook(f"sqlite:///{root.resolve() / 'gradebook.db'}") as gradebook, warnings.catch_warnings():
+        warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission warns of its own autoflush
         for one in graded:
             gradebook.update_or_create_student(one.student)
             submission = gradebook.update_or_create_submission(assignment, one.student)

@@ -144,9 +144,10 @@ def _read(path: Path):
         notebook = nbformat.read(path, as_version=4)
     except Exception as error:  # noqa: BLE001  (NotJSONError, a bad format, an unreadable file...)
         first = path.read_bytes()[:40] if path.is_file() else b""
-        return None, (f"{path.name} is not a notebook nbformat can read ({type(error).__name__}: "
-                      f"{str(error)[:200]}; it starts with {first!r}). Hand in the .ipynb file itself, "
-                      f"saved from Jupyter (File > Download), not an export or a renamed file")
+        said = " ".join(str(error).split())[:200]
+        return None, (f"{path.name} is not a notebook nbformat can read ({type(error).__name__}: {said}; "
+                      f"it starts with {first!r}). Hand in the .ipynb file itself, saved from Jupyter "
+                      f"(File > Download), not an export or a renamed file")
     copies = [g for g, n in Counter(c.metadata.get("nbgrader", {}).get("grade_id") for c in notebook.cells
                                     if "nbgrader" in c.metadata).items() if g and n > 1]
     if copies:

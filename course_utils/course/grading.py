@@ -5,20 +5,24 @@ assignment per lesson (`lesson01` ...) in `source/`, made from the lessons
 themselves. Each exercise cell becomes an nbgrader solution cell whose
 solution region holds the lesson's own worked solution; the cell after it
 (the collapsed solution) becomes a locked autograder test cell worth one point
-that asserts `check("03.2", answer).ok`: the same checker, no second copy of
+that runs `grade_wire.hand_in("03.2", answer)`: the same checker, no second copy of
 any answer. The slides' teacher's notes are left out (they say the answers).
 nbgrader's own `generate_assignment` then writes the release version into
-`release/`.
+`release/`. A `nbgrader_config.py` the teacher edited is kept (the course's version is
+written beside it, `nbgrader_config.py.course-default`).
 
     python -m course_utils.course.builds nbgrader --out _build/nbgrader
     python -m course_utils.course.builds grade lesson03 --out _build/nbgrader   # after collecting submissions
 
-`grade` grades whatever notebook a student hands in: nbgrader's release version as it is, and
-the lesson itself (as Binder, `notebooks/` or the student build gave it) by carrying each
-exercise cell's answer into the release version (the notebook handed in is kept, untouched, in
-`submitted-originals/`). A notebook that holds none of the lesson's exercises is refused, with a
-message saying what to hand out, never graded 0 in silence. Its `grades.csv` lists only the
-assignments something was handed in for.
+`grade` grades whatever notebook a student hands in (`grade_submissions`): nbgrader's release
+version as it is, and the lesson itself (as Binder, `notebooks/` or the student build gave it) by
+carrying each exercise cell's answer into the release version (the notebook handed in is kept,
+untouched, in `submitted-originals/`). A notebook that holds none of the lesson's exercises is
+refused, with a message saying what to hand out, never graded 0 in silence; one that cannot be
+graded (not JSON, an exercise cell twice) gets 0 with its reason. Each hand-in is graded alone,
+outside the course directory, and its answers checked again in the grader's own process
+(`grade_run`, `grade_isolated`, `grade_wire`). Its `grades.csv` lists only the assignments
+something was handed in for, with a `note` column.
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ c.Execute.timeout = 600
 '''
 COURSE_DEFAULT = "nbgrader_config.py.course-default"
 # The test cell hands the answer over as data; the grade is decided outside the student's kernel (grade_wire).
-TEST_CELL = 'import course_utils.course.grade_wire as _course_grade_wire\n_course_grade_wire.hand_in("{exercise}", {name})'
+TEST_CELL = ('import course_utils.course.grade_wire as _course_grade_wire\n'
+             '_course_grade_wire.hand_in("{exercise}", {name})')
 
 
 def assignment_name(path: str | os.PathLike) -> str:

@@ -47,7 +47,8 @@ def test_each_exercise_is_a_solution_cell_and_a_one_point_test_of_its_checker():
     source = source_notebook(nbformat.read(LESSON, as_version=4))
     cells = {c.metadata["nbgrader"]["grade_id"]: c for c in source.cells if "nbgrader" in c.metadata}
     assert sorted(cells) == ["answer_01_1", "answer_01_2", "answer_01_3", "test_01_1", "test_01_2", "test_01_3"]
-    assert cells["test_01_2"].source == '_verdict = check("01.2", mesh_4x2)\nassert _verdict.ok, _verdict'
+    assert cells["test_01_2"].source == ('import course_utils.course.grade_wire as _course_grade_wire\n'
+                                         '_course_grade_wire.hand_in("01.2", mesh_4x2)')
     assert cells["test_01_2"].metadata["nbgrader"] == {
         "grade": True, "solution": False, "locked": True, "grade_id": "test_01_2", "points": 1,
         "schema_version": 3, "task": False}
