@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8888
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test bench doctor slides course publish student student-branch answer-key handout nbgrader clean
+.PHONY: lab test test-fast bench doctor slides course publish student student-branch answer-key handout nbgrader clean
 
 # The environment remembers which interpreter made it: naming another one (make lab PYTHON=python3.12)
 # makes the environment again with it instead of quietly keeping the old one.
@@ -60,6 +60,11 @@ lab: $(BIN)/.installed
 test: $(BIN)/.test-installed $(BIN)/.slides-installed
 	@# the 25 slowest tests are listed at the end, so the next slow one is seen
 	$(BIN)/python -m pytest --durations=25
+
+# The fast lane, for a change to the library or an exercise checker: no lesson runs, no Binder
+# environment, no browser. `make test` still runs everything.
+test-fast: $(BIN)/.test-installed
+	$(BIN)/python -m pytest --fast -q --durations=10
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m course_utils.course.bench notebooks

@@ -48,8 +48,8 @@ _EXPORTS = {
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("activations", "checkpoints", "collectives", "communication", "compiling", "course", "devices",
-               "equivalence", "expectation", "fit", "hlo", "jax_internals", "keras_internals", "layer_outputs", "layout",
-               "layout_checks", "memory", "mesh", "models", "multiprocess", "placements", "sizing", "step_replay", "train", "viz",
+               "equivalence", "expectation", "fit", "fit_checks", "hlo", "jax_internals", "keras_internals", "layer_outputs", "layout",
+               "layout_checks", "memory", "mesh", "models", "multiprocess", "placements", "program_cache", "sizing", "step_replay", "train", "viz",
                "widgets")
 
 __all__ = sorted(_HOME)

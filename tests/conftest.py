@@ -248,6 +248,16 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("older_isa", OLDER_ISAS)
 
 
+# What the fast lane (`make test-fast`, pytest --fast) leaves out: the lessons' runs, Binder's environment,
+# the browser, and the work they start in the background. The library and the exercise checkers stay.
+SLOW_FIXTURES = {"lesson_runs", "binder_env", "in_background", "browser", "built_course"}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fast", action="store_true",
+                     help="the fast lane: no lesson runs, no Binder environment, no browser (make test-fast)")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "lesson_runs(*kinds): the test reads the session's runs of the lessons "
                                        "('learner', 'solved', 'isa'); such tests run last, their runs start first")
@@ -265,6 +275,11 @@ def pytest_collection_modifyitems(session, config, items):
     """
     from course_utils.course.transforms import lessons
 
+    if config.getoption("fast"):
+        slow = [item for item in items if SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if item not in slow]
     readers = [item for item in items if "lesson_runs" in getattr(item, "fixturenames", ())]
     # a test of Binder's environment waits for its build (in the background, for the first learner's
     # run), and one that reads background work waits for it: they go after the other tests, which run meanwhile

@@ -63,5 +63,8 @@ def test_every_lesson_ends_by_saying_to_close_its_tab_and_lesson_00_says_what_to
     for path in lessons(ROOT / "notebooks"):
         last = json.loads(path.read_text())["cells"][-1]
         assert "".join(last["source"]).startswith("**Finished with this lesson?** Save it, then close its tab"), path
+        minutes = lab_settings.BINDER_CULL["cull_idle_timeout"] // 60
+        assert f"(on Binder, a kernel left idle for {minutes} minutes stops too)" in "".join(last["source"]), path
     first = "".join("".join(c["source"]) for c in json.loads((ROOT / "notebooks" / "00_start_here.ipynb").read_text())["cells"])
     assert "### On Binder: memory" in first and "Kernel ▸ Shut Down All Kernels" in first
+    assert f"idle for {lab_settings.BINDER_CULL['cull_idle_timeout'] // 60} minutes (the notebook keeps" in " ".join(first.split())
