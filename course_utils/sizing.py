@@ -84,10 +84,24 @@ def abstract_model(model, config: dict | None = None, **overrides):
         asked again (by a lesson and its checkers), the same shape-only model
         comes back.
     """
+    _check_dtype(overrides.get("dtype"))
     key = _overrides_key(overrides)
     if isinstance(model, str) and config is None and key is not None:
         return _preset_model(model, key)
     return _build_abstract(model, config, overrides)
+
+
+# The dtype policies a shape-only model is built in: Keras's float policies. (Keras reads "float8" and
+# "int8" as quantization modes, which a model gets from `quantize()` after it is built, not as a dtype.)
+DTYPE_POLICIES = ("float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
+
+
+def _check_dtype(dtype) -> None:
+    if dtype is None or not isinstance(dtype, str) or dtype in DTYPE_POLICIES:
+        return  # a DTypePolicy object goes to Keras as it is
+    raise ValueError(f"dtype must be one of {DTYPE_POLICIES} (a Keras dtype policy). Received: dtype={dtype!r}."
+                     + (" Keras quantizes a built model to float8 or int8 with model.quantize(...); its training "
+                        "state is not sized here." if dtype in ("float8", "int8", "int4") else ""))
 
 
 def _overrides_key(overrides: dict) -> tuple | None:

@@ -118,3 +118,11 @@ def test_a_preset_is_built_once_for_each_set_of_overrides():
     assert {v.dtype for v in half.weights} == {"bfloat16"}
     assert {v.dtype for v in abstract_model("gemma_2b_en").weights} == {"float32"}
     assert training_memory(half, (8, 1)).max_total < training_memory("gemma_2b_en", (8, 1)).max_total
+
+
+@pytest.mark.parametrize("dtype", ["float8", "int8", "fp32"])
+def test_a_dtype_keras_does_not_train_in_is_refused_with_the_ones_it_does(dtype):
+    from course_utils.sizing import training_memory
+
+    with pytest.raises(ValueError, match=rf"dtype must be one of \('float32', .*\)\. Received: dtype='{dtype}'"):
+        training_memory("gemma_2b_en", (2, 4), dtype=dtype)

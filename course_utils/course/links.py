@@ -66,7 +66,12 @@ def canonical(repository: str) -> str | None:
 def binder_repository(pyproject: Path | None = None) -> str:
     """The repository as a Binder link names it (`gh/OWNER/REPO`), from `[tool.course]` in pyproject.toml."""
     pyproject = pyproject or ROOT / "pyproject.toml"
-    settings = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("course", {})
+    try:
+        settings = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("course", {})
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"{pyproject} is not valid TOML ({error}), so the Binder links cannot be read from it. "
+                         f"Fix that line; the setting reads: [tool.course] binder_repository = \"gh/OWNER/REPO\"."
+                         ) from None
     repository = settings.get("binder_repository", PLACEHOLDER)
     written = canonical(repository) if isinstance(repository, str) else None
     if written is None:

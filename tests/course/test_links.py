@@ -1,5 +1,6 @@
 """Every Binder link of the course is made from one setting, and every document gives the same links."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,12 @@ def test_the_setting_is_read_from_pyproject_and_checked(tmp_path):
         links.binder_repository(pyproject)
     pyproject.write_text('[tool.course]\nbinder_repository = "gh/me/course"\n')
     assert links.binder_repository(pyproject) == "gh/me/course"
+    pyproject.write_text('[tool.course]\nbinder_repository = 42\n')
+    with pytest.raises(ValueError, match=r"must be in Binder's form.*Received: 42\."):
+        links.binder_repository(pyproject)
+    pyproject.write_text('[tool.course\nbinder_repository = "gh/me/course"\n')
+    with pytest.raises(ValueError, match=rf"{re.escape(str(pyproject))} is not valid TOML \(.*line 1.*\), so the Binder"):
+        links.binder_repository(pyproject)
 
 
 def test_the_two_links():
