@@ -62,7 +62,8 @@ def write_student_branch(repo: str | os.PathLike = ".", *, source: str = "HEAD",
     Returns:
         A `StudentBranch`.
     """
-    repo = Path(repo)
+    repo = Path(_git(Path(repo), "rev-parse", "--show-toplevel"))  # from any folder of the repository
+    _refuse_checked_out(repo, source, branch)
     commit = _git(repo, "rev-parse", "--verify", f"{source}^{{commit}}")
     names = [n for n in _git(repo, "ls-tree", "--name-only", commit, f"{folder}/").splitlines()
              if Path(n).name[:2].isdigit() and n.endswith(".ipynb")]
@@ -72,7 +73,12 @@ def write_student_branch(repo: str | os.PathLike = ".", *, source: str = "HEAD",
         index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
         _git(repo, "read-tree", commit, env=index)
         for name in names:
-            lesson = nbformat.reads(_git(repo, "show", f"{commit}:{name}"), as_version=4)
+            try:
+                lesson = nbformat.reads(_git(repo, "show", f"{commit}:{name}"), as_version=4)
+            except (ValueError, nbformat.reader.NotJSONError) as error:
+                raise ValueError(f"{name}, as committed in {source} ({commit[:12]}), is not a notebook nbformat "
+                                 f"can read ({type(error).__name__}: {str(error)[:120]}); nothing was written to "
+                                 f"'{branch}'. Fix and commit it, then run make student-branch again.") from None
             text = nbformat.writes(student_notebook(lesson))
             blob = _git(repo, "hash-object", "-w", "--stdin", stdin=text)
             _git(repo, "update-index", "--cacheinfo", f"100644,{blob},{name}", env=index)
@@ -88,6 +94,19 @@ def write_student_branch(repo: str | os.PathLike = ".", *, source: str = "HEAD",
     new = _git(repo, "commit-tree", tree, *(["-p", tip] if tip else []), "-m", message, env=_identity(repo))
     _git(repo, "update-ref", f"refs/heads/{branch}", new, *([tip] if tip else []))
     return StudentBranch(branch, new, commit, tuple(names), changed=True)
+
+
+def _refuse_checked_out(repo: Path, source: str, branch: str) -> None:
+    """The branch is written from the lessons with their solutions: never while it is the one checked out."""
+    try:
+        head = _git(repo, "symbolic-ref", "--quiet", "HEAD")
+    except RuntimeError:
+        return  # a detached HEAD is no branch
+    if head == f"refs/heads/{branch}":
+        raise ValueError(f"'{branch}' is checked out here: make student-branch writes it from the branch with "
+                         f"the worked solutions (source={source!r} is '{branch}' itself now), and moving the "
+                         f"checked-out branch would leave this working tree behind it. Run `git checkout main`, "
+                         f"then make student-branch again.")
 
 
 def _identity(repo: Path) -> dict[str, str]:

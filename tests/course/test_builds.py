@@ -160,3 +160,28 @@ def test_the_student_branch_holds_the_student_lessons_and_leaves_the_work_tree_a
     _git(repo, "-c", "user.name=T", "-c", "user.email=t@x", "commit", "-qam", "edit")
     third = write_student_branch(repo)
     assert third.changed and _git(repo, "rev-parse", f"{third.commit}^") == first.commit  # on top of the branch
+
+
+def test_the_student_branch_is_written_from_any_folder_refused_while_checked_out_and_names_a_broken_lesson(tmp_path):
+    import shutil
+
+    from course_utils.course.student_branch import write_student_branch
+
+    repo = tmp_path / "course"
+    (repo / "notebooks").mkdir(parents=True)
+    shutil.copy(LESSONS[0], repo / "notebooks" / LESSONS[0].name)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=T", "-c", "user.email=t@x", "commit", "-qm", "lessons")
+    written = write_student_branch(repo / "notebooks")  # as from notebooks/
+    assert written.lessons == ("notebooks/00_start_here.ipynb",)
+    _git(repo, "checkout", "-q", "student")
+    with pytest.raises(ValueError, match=r"'student' is checked out here: .* Run `git checkout main`"):
+        write_student_branch(repo)
+    _git(repo, "checkout", "-q", "main")
+    (repo / "notebooks" / "01_broken.ipynb").write_text("{ not a notebook")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=T", "-c", "user.email=t@x", "commit", "-qm", "broken")
+    with pytest.raises(ValueError, match=r"notebooks/01_broken.ipynb, as committed in HEAD \(.*\), is not a notebook"):
+        write_student_branch(repo)
+    assert _git(repo, "rev-parse", "student") == written.commit  # nothing written
