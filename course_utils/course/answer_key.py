@@ -110,7 +110,7 @@ def key_html(entries: list[KeyEntry]) -> str:
 
 
 def build_answer_key(folder: str | os.PathLike, out: str | os.PathLike, *, pdf: bool = True,
-                     only: tuple[str, ...] = (), solved_run=None) -> list[KeyEntry]:
+                     only: tuple[str, ...] = (), solved_run=None, timeout: int = 600) -> list[KeyEntry]:
     """Writes `answer_key.html` (and `answer_key.pdf`) into `out`.
 
     Args:
@@ -120,12 +120,13 @@ def build_answer_key(folder: str | os.PathLike, out: str | os.PathLike, *, pdf: 
         only: Lesson numbers to include (e.g. `("01", "02")`); empty means all.
         solved_run: A function giving a lesson's solved run (see `key_entries`) from its path,
             when the lessons already ran; by default they run here, two at a time.
+        timeout: Seconds a lesson's cell may run, when they run here.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [path for path in lessons(folder) if not only or path.stem[:2] in only]
     runs = (solved_run(path) for path in paths) if solved_run else execute_series(
-        paths, solutions=True, extra_cells=(VERDICTS_CELL,))
+        paths, solutions=True, extra_cells=(VERDICTS_CELL,), timeout=timeout)
     entries = []
     try:
         for path in paths:

@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils.course.runner import execute
+from course_utils.course.runner import CELL_TIMEOUT, cell_seconds, execute
 from course_utils.course.transforms import lessons
 
 # Every lesson must stay within its budget, cold (the README's benchmark section); the targets are what the
@@ -56,23 +56,13 @@ def _why(error: Exception, timeout: int) -> str:
     return (lines[-1] if lines else type(error).__name__)[:200]  # a cell's error ends its traceback
 
 
-def _seconds(value: str) -> int:
-    try:
-        seconds = int(value)
-    except ValueError:
-        seconds = 0
-    if seconds < 1:
-        raise argparse.ArgumentTypeError(f"a whole number of seconds of at least 1, e.g. --timeout 120. "
-                                         f"Received: {value!r}")
-    return seconds
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", default="notebooks")
     parser.add_argument("--solutions", action="store_true", help="fill in every exercise first")
     parser.add_argument("--json", help="also write the figures to this JSON file")
-    parser.add_argument("--timeout", type=_seconds, default=600, help="seconds a cell may run (default 600)")
+    parser.add_argument("--timeout", type=cell_seconds, default=CELL_TIMEOUT,
+                        help=f"seconds a cell may run (default {CELL_TIMEOUT})")
     args = parser.parse_args(argv)
     os.environ.setdefault("COURSE_PLATFORM", "cpu")
     if not lessons(args.folder):

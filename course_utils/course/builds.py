@@ -25,8 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebooks", default="notebooks")
     parser.add_argument("--out", help="output folder (default: _build/<build>; grade reads _build/nbgrader)")
     parser.add_argument("--no-pdf", action="store_true", help="HTML only (no Chromium needed)")
-    parser.add_argument("--timeout", type=_seconds, help="with grade: seconds each cell may run "
-                        "(default: nbgrader_config.py's c.Execute.timeout, 600 as the course writes it)")
+    parser.add_argument("--timeout", type=_seconds, help="with grade and answer-key: seconds each cell may run "
+                        "(default 600; for grade, nbgrader_config.py's c.Execute.timeout)")
     args = parser.parse_args(argv)
     out = Path(args.out or Path("_build") / ("nbgrader" if args.build == "grade" else args.build))
     if args.build == "student":
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.build == "answer-key":
         from course_utils.course.answer_key import build_answer_key
 
-        entries = build_answer_key(args.notebooks, out, pdf=not args.no_pdf)
+        entries = build_answer_key(args.notebooks, out, pdf=not args.no_pdf, timeout=args.timeout or 600)
         print(f"{out / 'answer_key.html'}: {len(entries)} exercises, "
               f"{sum(e.status == 'correct' for e in entries)} checked correct")
     elif args.build == "handout":

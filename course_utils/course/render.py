@@ -31,6 +31,8 @@ from pathlib import Path
 
 import nbformat
 
+from course_utils.course.runner import CELL_TIMEOUT, cell_seconds
+
 TEMPLATES = Path(__file__).parent / "templates"
 REVEAL_DIR = "reveal.js"
 THEME = "course"
@@ -173,7 +175,7 @@ def publish(notebook, stem: str, out: Path, *, pages: bool = True, slides: bool 
 
 
 def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = True,
-          slides: bool = True) -> Path:
+          slides: bool = True, timeout: int = 600) -> Path:
     """Executes every lesson once (two at a time, `runner.execute_series`) and writes the rendered course
     and/or the slide decks.
 
@@ -182,6 +184,7 @@ def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = Tr
         out: The folder to write; pages, decks and reveal.js go side by side in it.
         pages: Write the rendered pages (`NN_name.html`).
         slides: Write the decks (`NN_name.slides.html`).
+        timeout: Seconds a lesson's cell may run.
 
     Returns:
         The index page written (`out/index.html`).
@@ -193,7 +196,7 @@ def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = Tr
     from course_utils.course.transforms import lessons
 
     def runs():
-        for run in execute_series(lessons(folder)):
+        for run in execute_series(lessons(folder), timeout=timeout):
             path = run.path
             if run.false_claims:
                 raise RuntimeError(f"{path.name} says what its run did not compute; fix the lesson before "
@@ -230,9 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--slides", action="store_true", help="slide decks only")
     group.add_argument("--pages", action="store_true", help="rendered pages only")
+    parser.add_argument("--timeout", type=cell_seconds, default=CELL_TIMEOUT,
+                        help=f"seconds a lesson's cell may run (default {CELL_TIMEOUT})")
     args = parser.parse_args(argv)
     os.environ.setdefault("COURSE_PLATFORM", "cpu")
-    index = build(args.notebooks, args.out, pages=not args.slides, slides=not args.pages)
+    index = build(args.notebooks, args.out, pages=not args.slides, slides=not args.pages, timeout=args.timeout)
     print(f"Open {index.resolve()}")
     return 0
 

@@ -142,6 +142,23 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
                      tuple(claims.read_report(printed)), prefix)
 
 
+CELL_TIMEOUT = 600  # seconds a lesson's cell may run, unless a build's --timeout says otherwise
+
+
+def cell_seconds(value: str) -> int:
+    """`--timeout`'s value for the builds that run lessons: whole seconds, at least 1 (an argparse type)."""
+    import argparse
+
+    try:
+        seconds = int(value)
+    except ValueError:
+        seconds = 0
+    if seconds < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of seconds of at least 1, e.g. --timeout 120. "
+                                         f"Received: {value!r}")
+    return seconds
+
+
 # Lessons a build runs at once: each is a kernel process of its own, and most of a cold run is one XLA
 # compile at a time, so two kernels keep two cores busy (the test suite runs its lessons the same way).
 SERIES_WORKERS = 2

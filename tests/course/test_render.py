@@ -107,3 +107,22 @@ def test_a_deck_is_laid_out_for_a_clicker():
     assert notebook.cells[3].outputs[0]["text"] == "a\nb\nc\n"
     page = render.link_lessons(notebook, ".html")
     assert "(10_more.html)" in page.cells[4].source
+
+
+def test_every_build_that_runs_lessons_takes_a_time_limit_per_cell(tmp_path, monkeypatch, capsys):
+    import pytest
+
+    from course_utils.course import render, runner
+
+    asked = {}
+
+    def series(paths, **kwargs):
+        asked.update(kwargs)
+        return iter(())
+
+    monkeypatch.setattr(runner, "execute_series", series)
+    render.build(tmp_path, tmp_path / "out", slides=False, timeout=45)
+    assert asked == {"timeout": 45}
+    with pytest.raises(SystemExit):
+        render.main(["--timeout", "-3"])
+    assert "a whole number of seconds of at least 1, e.g. --timeout 120. Received: '-3'" in capsys.readouterr().err
