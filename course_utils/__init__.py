@@ -48,7 +48,7 @@ _EXPORTS = {
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("activations", "checkpoints", "collectives", "communication", "compiling", "course", "devices",
-               "equivalence", "expectation", "fit", "fit_checks", "hlo", "jax_internals", "keras_internals", "layer_outputs", "layout",
+               "equivalence", "expectation", "fit", "fit_checks", "guards", "hlo", "jax_internals", "keras_internals", "layer_outputs", "layout",
                "layout_checks", "memory", "mesh", "models", "multiprocess", "placements", "program_cache", "sizing", "step_replay", "train", "viz",
                "widgets")
 

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from course_utils._table import Table
+from course_utils.guards import require_mesh, require_model
 from course_utils.keras_internals import layout_map_of
 from course_utils.placements import Placement, placement, planned_placement
 
@@ -27,6 +28,7 @@ def make_layout_map(mesh, rules: dict[str, tuple]):
     """
     from keras.distribution import LayoutMap
 
+    require_mesh(mesh, "make_layout_map")
     layout_map = LayoutMap(mesh)
     for key, axes in rules.items():
         if isinstance(axes, str) or not hasattr(axes, "__iter__"):
@@ -197,6 +199,7 @@ def layout_rows(model, distribution, *, optimizer_variables=(), compare_arrays: 
     """
     import jax
 
+    require_model(model, "Laying out a model")
     layout_map = layout_map_of(distribution)
     require_valid_keys(layout_map, "Laying out the model")
     owners = optimizer_owners(optimizer_variables, model.trainable_variables)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from course_utils._table import Table
 from course_utils.devices import scope_for
+from course_utils.guards import require_model
 from course_utils.keras_internals import forget_deferred
 from course_utils.layout import layout_rows, outside_the_mesh
 from course_utils.mesh import describe_distribution
@@ -111,6 +112,7 @@ def planned_memory(model, distribution, *, optimizer=None) -> MemoryReport:
     Returns:
         A `MemoryReport`, comparable row by row with `memory_report`.
     """
+    require_model(model, "planned_memory")
     if optimizer is None:
         optimizer = _default_optimizer(model)
     elif optimizer.built:
@@ -167,6 +169,7 @@ def _default_optimizer(model):
 
 def check_trainable(model, what: str) -> None:
     """A clear error when `model` has no variables yet or no optimizer (`what` names the caller)."""
+    require_model(model, what)
     if not getattr(model, "built", False) or not model.variables:
         raise ValueError(f"{what} needs a built model; {model.name!r} has no variables yet. Build it inside "
                          f"distribution.scope(): give it a keras.Input, or call model.build(input_shape).")

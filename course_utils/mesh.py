@@ -11,6 +11,7 @@ import numpy as np
 
 from course_utils._table import Table
 from course_utils.devices import course_devices, device_name
+from course_utils.guards import require_mesh
 
 
 MAX_DEVICES = 2**40  # more than any machine has; the shapes of up to this many are listed at once
@@ -226,6 +227,7 @@ def describe_mesh(mesh) -> MeshTable:
     Returns:
         A `MeshTable`; `.rows` holds a `MeshCell` per device.
     """
+    require_mesh(mesh, "describe_mesh")
     devices = np.asarray(mesh.devices)
     rows = [MeshCell(tuple(int(i) for i in idx), str(devices[idx])) for idx in np.ndindex(devices.shape)]
     return MeshTable(rows, axis_names=tuple(mesh.axis_names), shape=tuple(mesh.shape))

@@ -13,6 +13,7 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 
+from course_utils.guards import require_mesh
 from course_utils.viz.blocks import holder_names
 from course_utils.viz.canvas import Scene, line_height, text_size, to_figure
 from course_utils.viz.figures import BLOCK_GID, FONT, MAX_WIDTH, SMALL, chars_across, wrap
@@ -38,6 +39,7 @@ def draw_mesh(mesh, *, title: str | None = None) -> Figure:
 
 def mesh_scene(mesh, *, title: str | None = None) -> Scene:
     """The `Scene` of `draw_mesh` (the mesh explorer shows it as SVG)."""
+    require_mesh(mesh, "draw_mesh")
     devices = np.vectorize(str, otypes=[object])(np.asarray(mesh.devices, dtype=object))
     names = tuple(mesh.axis_names)
     panels = _panels(devices, names, tuple(mesh.shape))
