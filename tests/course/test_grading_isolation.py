@@ -60,6 +60,9 @@ def in_background(folder: Path) -> dict:
     twice.cells.insert(0, nbformat.from_dict(json.loads(json.dumps(_cell(twice, "answer_01_2")))))
     _submit(course, "dup", twice)
     _submit(course, "slow", _edited(release, {"answer_01_1": right, "answer_01_3": "while True:\n    pass"}))
+    _submit(course, "quit", _edited(release, {"answer_01_1": right, "answer_01_2": "import os\nos._exit(0)"}))
+    (course / "submitted" / "empty" / "lesson01").mkdir(parents=True)
+    (course / "submitted" / "empty" / "lesson01" / LESSON.name).write_text("")  # an empty file
     submissions, grades, left_out = grade(course, "lesson01", timeout=TIMEOUT)
     return {"course": course, "submissions": submissions, "rows": list(csv.DictReader(grades.open()))}
 
@@ -82,7 +85,9 @@ def _edited(release: Path, answers: dict[str, str], *, before: str = ""):
 def _submit(course, student, notebook):
     target = course / "submitted" / student / "lesson01" / LESSON.name
     target.parent.mkdir(parents=True)
-    nbformat.write(notebook, target)
+    # as written, not as nbformat would repair it (a doubled cell keeps its id), and with no warning to
+    # raise: this runs in the background, beside tests that change the warning filters
+    target.write_text(json.dumps(notebook, indent=1) + "\n", encoding="utf-8")
 
 
 def _row(in_background, student):
@@ -106,7 +111,7 @@ def test_a_hand_in_cannot_reach_its_classmates(in_background):
         assert (course / "submitted" / student / "lesson01" / LESSON.name).exists(), student
     assert scores(course, "lesson01", "del")["test_01_1"] == 1.0
     assert {row["student_id"] for row in in_background["rows"]} == {"bob", "mal", "tam", "sub", "del", "nj", "dup",
-                                                                     "slow"}
+                                                                     "slow", "quit", "empty"}
 
 
 def test_a_broken_hand_in_gets_zero_with_its_reason_and_the_others_are_graded(in_background):
@@ -121,6 +126,10 @@ def test_a_broken_hand_in_gets_zero_with_its_reason_and_the_others_are_graded(in
     assert scores(in_background["course"], "lesson01", "slow") == {"test_01_1": 1.0, "test_01_2": 0.0,
                                                                    "test_01_3": 0.0}
     assert _row(in_background, "bob")["note"] == "" and float(_row(in_background, "bob")["raw_score"]) == 3.0
+    empty = _row(in_background, "empty")  # named, with its reason
+    assert float(empty["raw_score"]) == 0.0 and "is not a notebook nbformat can read" in empty["note"], empty
+    ended = _row(in_background, "quit")  # its kernel ended itself: graded, never the end of the class's grading
+    assert float(ended["raw_score"]) <= 1.0 and ended["note"], ended
 
 
 def test_a_second_grading_run_is_refused_while_one_runs(in_background):
