@@ -13,6 +13,7 @@ from course_utils._table import Table
 from course_utils.collectives import LayerTable, attribute, by_layer, unmodelled_part
 from course_utils.expectation import OPTIONAL, expected_collectives, not_modelled
 from course_utils.compiling import READING_COMPILE, layer_names_kept
+from course_utils.guards import require_batch_splits
 from course_utils.hlo import Collective, collective_ops, parse_collectives
 from course_utils.keras_internals import state_shardings, symbolic_build, training_state
 from course_utils.layer_outputs import layer_outputs
@@ -188,7 +189,7 @@ def communication_report(model, distribution, batch, *, target_shape=None, targe
         raise ValueError(f"compile must be 'quick' or 'full'. Received: compile={compile!r}.")
     require_laid_out(model, distribution, "communication_report")
     data = training_batch(model, batch, target_shape, target_dtype)
-    _check_batch_splits(data, distribution)
+    require_batch_splits(data, distribution, "communication_report")
     hlo = compiled_train_step(model, distribution, data, options=COMPILES[compile])
     mesh = distribution.device_mesh
     ops = collective_ops(hlo, tuple(mesh.axis_names), tuple(mesh.shape))
@@ -210,22 +211,6 @@ def communication_report(model, distribution, batch, *, target_shape=None, targe
         not_modelled=not_modelled(model, distribution), hlo=hlo, axis_names=mesh.axis_names, mesh_shape=mesh.shape,
         title=(f"One training step of {model.name}, batch {shapes}, "
                f"{type(distribution).__name__} on {tuple(mesh.shape)} {tuple(mesh.axis_names)}"))
-
-
-def _check_batch_splits(data, distribution) -> None:
-    """The batch's first dimension must split evenly over the distribution's batch axis, as `fit` splits it."""
-    axis = distribution.batch_dim_name
-    names = list(distribution.device_mesh.axis_names)
-    if axis not in names:
-        return
-    size = distribution.device_mesh.shape[names.index(axis)]
-    rows = {int(leaf.shape[0]) for leaf in jax_leaves(data) if len(leaf.shape)}
-    uneven = sorted(r for r in rows if r % size)
-    if uneven:
-        fits = [k * size for k in range(1, 4)]
-        raise ValueError(f"The batch's first dimension must split evenly over the mesh axis {axis!r} ({size} "
-                         f"devices), as fit splits it. Received: a batch of {uneven[0]} rows. Use a multiple of "
-                         f"{size}, e.g. {', '.join(map(str, fits))}.")
 
 
 def jax_leaves(tree) -> list:

@@ -19,3 +19,21 @@ def require_mesh(mesh, what: str) -> None:
     if not all(hasattr(mesh, name) for name in ("devices", "shape", "axis_names")):
         raise TypeError(f"{what} needs a keras.distribution.DeviceMesh. Received: {type(mesh).__name__} "
                         f"{mesh!r:.60}. Make one with make_mesh((2, 4), ('data', 'model')).")
+
+
+def require_batch_splits(batch, distribution, what: str) -> None:
+    """Raises ValueError unless every leaf of `batch` splits its first dimension evenly over the batch axis, as
+    `fit` splits it (JAX's own error, an `IndivisibleError`, names neither the batch nor a size that works)."""
+    import jax
+
+    axis = distribution.batch_dim_name
+    names = list(distribution.device_mesh.axis_names)
+    if axis not in names:
+        return
+    size = distribution.device_mesh.shape[names.index(axis)]
+    rows = {int(leaf.shape[0]) for leaf in jax.tree.leaves(batch) if len(leaf.shape)}
+    uneven = sorted(r for r in rows if r % size)
+    if uneven:
+        raise ValueError(f"{what}: the batch's first dimension must split evenly over the mesh axis {axis!r} "
+                         f"({size} devices), as fit splits it. Received: a batch of {uneven[0]} rows. Use a multiple "
+                         f"of {size}, e.g. {size}, {2 * size}, {3 * size}.")
