@@ -141,7 +141,10 @@ def _prepare_one(root, student, assignment, path, release, wanted, name) -> Subm
 def _read(path: Path):
     """(the notebook, "") or (None, why it cannot be graded, and what the student should do)."""
     try:
-        notebook = nbformat.read(path, as_version=4)
+        try:
+            notebook = nbformat.read(path, as_version=4)
+        except Warning:  # a warning raised as an error (-W error): nbformat was only repairing (a doubled cell id)
+            notebook = nbformat.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except Exception as error:  # noqa: BLE001  (NotJSONError, a bad format, an unreadable file...)
         first = path.read_bytes()[:40] if path.is_file() else b""
         said = " ".join(str(error).split())[:200]

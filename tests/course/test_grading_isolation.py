@@ -185,3 +185,19 @@ def test_answers_cross_as_data_and_keep_their_kind():
     assert "object" in to_wire(object()) and "unreadable" in to_wire(iter(range(10**6)))
     with pytest.raises(ValueError, match="cannot be rebuilt"):
         from_wire({"pickle": "..."})
+
+
+def test_a_doubled_cell_is_named_even_when_warnings_are_errors(tmp_path):
+    import warnings
+
+    from course_utils.course.grade_submissions import _read
+
+    cell = {"cell_type": "code", "id": "same", "execution_count": None, "outputs": [], "source": "answer = 1",
+            "metadata": {"nbgrader": {"grade_id": "answer_01_1", "solution": True, "grade": False,
+                                      "locked": False, "schema_version": 3, "task": False}}}
+    path = tmp_path / "01_mesh_grids.ipynb"
+    path.write_text(json.dumps({"cells": [cell, cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # as under python -W error, or a test beside that sets it
+        notebook, why = _read(path)
+    assert notebook is None and "holds the graded cell(s) answer_01_1 more than once" in why
