@@ -36,7 +36,8 @@ from pathlib import Path
 import nbformat
 
 from course_utils.course.grade_submissions import Submission, prepare_submissions  # noqa: F401  (their home)
-from course_utils.course.transforms import exercise_cell, exercise_cells, lessons, solution_for, teacher_only
+from course_utils.course.transforms import (exercise_cell, exercise_cells, lessons, solution_for, teacher_only,
+                                           without_teacher_metadata)
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 CONFIG = '''\
@@ -84,6 +85,7 @@ def source_notebook(notebook):
         test.metadata["slideshow"] = {"slide_type": "skip"}
         nb.cells[i + 1] = test  # in place of the collapsed solution
     nb.cells = [cell for cell in nb.cells if not teacher_only(cell)]  # the slides' notes hold answers too
+    without_teacher_metadata(nb)  # nbgrader's release keeps metadata: claims quote the answers
     return nb
 
 
@@ -146,6 +148,7 @@ def write_config(root: Path) -> str:
 
 
 def _write_assignments(folder, root: Path, *, release: bool, only: tuple[str, ...]) -> None:
+    written = []
     for path in lessons(folder):
         notebook = nbformat.read(path, as_version=4)
         if not exercise_cells(notebook) or (only and path.stem[:2] not in only):
@@ -153,8 +156,14 @@ def _write_assignments(folder, root: Path, *, release: bool, only: tuple[str, ..
         target = root / "source" / assignment_name(path) / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(source_notebook(notebook), target)
-        if release:
-            nbgrader_command(root, "generate_assignment", assignment_name(path), "--force")
+        written.append(assignment_name(path))
+    if not release or not written:
+        return
+    # nbgrader takes one assignment id, a glob: one process releases every lesson (7 s, against
+    # 7 s a lesson one by one), which `lesson[0-9][0-9]` names when the whole series was written.
+    every = [name for name in written if name[len("lesson"):].isdigit()]
+    for pattern in (["lesson[0-9][0-9]"] if not only and every == written else written):
+        nbgrader_command(root, "generate_assignment", pattern, "--force")
 
 
 def scores(root: str | os.PathLike, assignment: str, student: str) -> dict[str, float]:

@@ -1,8 +1,11 @@
 """The `student` branch: the repository as committed, with every lesson in its student version.
 
 Binder launches a branch, so the branch students launch must not hold the answers: on it,
-`notebooks/` holds the lessons without worked solutions or teacher's notes (`student_notebook`),
-and every other file is the commit's own. `write_student_branch` makes it from a commit (HEAD by
+`notebooks/` holds the lessons without worked solutions, teacher's notes or the teacher's metadata
+(`student_notebook`); the files only a teacher needs are left out (`TEACHER_FILES`: the tests hold
+every exercise's right answers, docs/TEACHING.md the lecture plans), and every other file is the
+commit's own. (The exercises' checkers stay: they run in the student's kernel, so they know what a
+right answer is.) `write_student_branch` makes it from a commit (HEAD by
 default) with git's plumbing commands and a private index: the working tree, the index and the
 checked-out branch are never touched, so nothing uncommitted can be lost. Each run adds one commit
 on top of the branch, or none when the lessons' student versions have not changed.
@@ -23,6 +26,7 @@ import nbformat
 from course_utils.course.transforms import student_notebook
 
 BRANCH = "student"
+TEACHER_FILES = ("tests", "docs/TEACHING.md")
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,7 @@ class StudentBranch:
     def __str__(self) -> str:
         what = "updated" if self.changed else "already up to date"
         return (f"branch '{self.branch}' {what} at {self.commit[:12]}: {len(self.lessons)} lessons without solutions "
-                f"or teacher's notes, every other file as in {self.source[:12]}")
+                f"or teacher's notes, no {' or '.join(TEACHER_FILES)}, every other file as in {self.source[:12]}")
 
 
 def _git(repo: Path, *args: str, env: dict | None = None, stdin: str | None = None) -> str:
@@ -72,6 +76,7 @@ def write_student_branch(repo: str | os.PathLike = ".", *, source: str = "HEAD",
     with tempfile.TemporaryDirectory() as scratch:
         index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
         _git(repo, "read-tree", commit, env=index)
+        _git(repo, "rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *TEACHER_FILES, env=index)
         for name in names:
             try:
                 lesson = nbformat.reads(_git(repo, "show", f"{commit}:{name}"), as_version=4)
@@ -90,7 +95,8 @@ def write_student_branch(repo: str | os.PathLike = ".", *, source: str = "HEAD",
     if tip is not None and _git(repo, "rev-parse", f"{tip}^{{tree}}") == tree:
         return StudentBranch(branch, tip, commit, tuple(names), changed=False)
     message = (f"Student version of {commit[:12]}: the lessons without worked solutions or teacher's notes\n\n"
-               f"Written by `make student-branch` from {source}; every other file is as committed there.")
+               f"Written by `make student-branch` from {source}; without {', '.join(TEACHER_FILES)}, and every "
+               f"other file as committed there.")
     new = _git(repo, "commit-tree", tree, *(["-p", tip] if tip else []), "-m", message, env=_identity(repo))
     _git(repo, "update-ref", f"refs/heads/{branch}", new, *([tip] if tip else []))
     return StudentBranch(branch, new, commit, tuple(names), changed=True)

@@ -106,9 +106,27 @@ def student_text(markdown: str) -> str:
     return _STUDENT.sub(lambda found: found.group(1), _SELF_STUDY.sub("", markdown))
 
 
+# What the lessons keep for the teacher's side in metadata: each cell's claims (which quote the
+# teacher's notes and the worked answers, and the checks that compute them), the decks' summaries
+# of outputs, and the lesson's givens. JupyterLab's property inspector shows a cell's metadata, so
+# no copy a student receives may keep them.
+TEACHER_CELL_METADATA = ("claims", "deck_summary")
+TEACHER_NOTEBOOK_METADATA = ("course",)
+
+
+def without_teacher_metadata(notebook) -> None:
+    """Takes, in place, the teacher's side of a lesson's metadata out (claims, deck summaries, givens)."""
+    for key in TEACHER_NOTEBOOK_METADATA:
+        notebook.metadata.pop(key, None)
+    for cell in notebook.cells:
+        for key in TEACHER_CELL_METADATA:
+            cell.metadata.pop(key, None)
+
+
 def student_notebook(notebook):
     """A copy of a lesson without solutions: every worked solution and teacher's note removed,
-    and the text that speaks of them as the student copy reads it (`student_text`)."""
+    the text that speaks of them as the student copy reads it (`student_text`), and none of the
+    teacher's metadata (`without_teacher_metadata`)."""
     copy = nbformat.from_dict(json.loads(json.dumps(notebook)))
     for i in exercise_cells(copy):
         solution_for(copy, i)  # raises when the cell after an exercise is not its solution
@@ -116,6 +134,7 @@ def student_notebook(notebook):
     for cell in copy.cells:
         if cell.cell_type == "markdown":
             cell.source = student_text(cell.source)
+    without_teacher_metadata(copy)
     return copy
 
 
@@ -128,3 +147,67 @@ def build_student(folder: str | os.PathLike, out: str | os.PathLike) -> list[Pat
         nbformat.write(student_notebook(nbformat.read(path, as_version=4)), out / path.name)
         written.append(out / path.name)
     return written
+
+
+_SENTENCE = re.compile(r"\n|(?<=[.:;!?])\s")
+_TAG = re.compile(r"</?(?:details|summary)>")  # the collapsing markup around a teacher's cell
+
+
+def teacher_passages(notebook) -> dict[str, str]:
+    """Every passage only the teacher's side of a lesson holds, each with where it comes from.
+
+    They are the lines of each worked solution, the sentences of each collapsed solution and
+    teacher's note, each claim's quoted passage and check, and each deck summary, less whatever the
+    lesson's other cells also say (a solution line a later cell uses is no secret). Short
+    fragments (under 12 characters of code, 25 of prose) are left out: they match ordinary text.
+    Text is compared as claims are (`claims.normal`). A student's copy should hold none of them
+    (`passages_in`).
+    """
+    from course_utils.course.claims import normal
+
+    shown = normal("\n".join(cell.source for cell in notebook.cells if not teacher_only(cell)))
+    found: dict[str, str] = {}
+
+    def keep(text: str, where: str, shortest: int) -> None:
+        text = normal(text.strip())
+        if len(text) >= shortest and text not in shown:
+            found.setdefault(text, where)
+
+    for i in exercise_cells(notebook):
+        for line in solution_for(notebook, i).splitlines():
+            keep(line, f"the worked solution of exercise cell {i}", 12)
+    for i, cell in enumerate(notebook.cells):
+        if teacher_only(cell):
+            for sentence in _SENTENCE.split(cell.source):
+                keep(_TAG.sub("", sentence), f"the teacher's cell {i}", 25)
+        for claim in cell.metadata.get("claims", []):
+            keep(claim["says"], f"a claim of cell {i}", 1)
+            keep(claim["check"], f"a claim's check of cell {i}", 1)
+        if "deck_summary" in cell.metadata:
+            keep(cell.metadata["deck_summary"], f"the deck summary of cell {i}", 1)
+    for given in notebook.metadata.get("course", {}).get("given", []):
+        keep(given, "the lesson's givens", 1)
+    return found
+
+
+def passages_in(copy, passages: dict[str, str]) -> list[str]:
+    """The passages (`teacher_passages`) that a copy of a lesson holds anywhere: in a cell's source,
+    outputs or metadata, or the notebook's metadata. `copy` is a notebook or its text."""
+    from course_utils.course.claims import normal
+
+    if isinstance(copy, str):
+        copy = json.loads(copy)
+    text = normal("\n".join(_strings(copy)))
+    return [f"{where}: {passage[:100]!r}" for passage, where in passages.items() if passage in text]
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)

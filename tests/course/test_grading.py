@@ -22,10 +22,10 @@ LESSON = ROOT / "notebooks" / "01_mesh_grids.ipynb"
 
 
 def in_background(folder: Path) -> dict:
-    """The course directory built (lesson 02 is released too, and nobody hands it in), five students'
+    """The course directory built (every lesson is released; only lesson 01 is handed in), five students'
     notebooks handed in, and lesson 01 graded. Run once, in the background (tests/conftest.py):
     nbgrader's commands are processes of their own, and take a while."""
-    course = build_course(ROOT / "notebooks", folder / "course", only=("01", "02"))
+    course = build_course(ROOT / "notebooks", folder / "course")
     before = _hand_in(course)
     from course_utils.course.grading import grade
 
@@ -53,6 +53,18 @@ def test_each_exercise_is_a_solution_cell_and_a_one_point_test_of_its_checker():
         "grade": True, "solution": False, "locked": True, "grade_id": "test_01_2", "points": 1,
         "schema_version": 3, "task": False}
     assert "### BEGIN SOLUTION" in cells["answer_01_1"].source
+
+
+def test_every_release_holds_no_answer_teachers_note_or_claim(course):
+    from course_utils.course.transforms import exercise_cells, lessons, passages_in, teacher_passages
+
+    released = sorted(p.relative_to(course / "release") for p in (course / "release").glob("*/*.ipynb"))
+    with_exercises = [p for p in lessons(ROOT / "notebooks") if exercise_cells(nbformat.read(p, as_version=4))]
+    assert released == [Path(f"lesson{p.stem[:2]}") / p.name for p in with_exercises]
+    for path in with_exercises:
+        release = (course / "release" / f"lesson{path.stem[:2]}" / path.name).read_text()
+        assert passages_in(release, teacher_passages(nbformat.read(path, as_version=4))) == [], path.name
+        assert '"claims"' not in release and '"deck_summary"' not in release
 
 
 def test_the_release_holds_the_blanks_and_no_solution(course):
@@ -131,6 +143,7 @@ def test_autograde_scores_known_submissions(in_background):
     import csv
 
     rows = list(csv.DictReader(grades.open()))
-    assert {row["assignment"] for row in rows} == {"lesson01"} and left_out == ["lesson02"]  # never assigned: left out
+    assert {row["assignment"] for row in rows} == {"lesson01"}
+    assert left_out == [f"lesson{n:02d}" for n in range(2, 10)]  # never handed in: left out
     assert {row["student_id"]: float(row["raw_score"]) for row in rows} == {"ada": 1.0, "bob": 3.0, "cy": 1.0,
                                                                             "dee": 1.0}
