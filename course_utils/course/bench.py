@@ -11,13 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils.course.runner import CELL_TIMEOUT, cell_seconds, execute
+from course_utils.course.runner import CELL_TIMEOUT, Failed, cell_seconds, execute, why_failed
 from course_utils.course.transforms import lessons
 
 # Every lesson must stay within its budget, cold (the README's benchmark section); the targets are what the
@@ -25,14 +23,6 @@ from course_utils.course.transforms import lessons
 BUDGET_SECONDS, BUDGET_MB = 20, 800
 COLD_SECONDS, WARM_SECONDS, KERNEL_MB = 12, 6, 600  # a lesson's targets
 SERIES_COLD_SECONDS, SERIES_WARM_SECONDS = 60, 30
-
-
-@dataclass(frozen=True)
-class Failed:
-    """A lesson whose run did not reach its end, and why."""
-
-    path: Path
-    why: str
 
 
 def run_series(folder, *, solutions: bool, cache: str, timeout: int = 600) -> list:
@@ -45,15 +35,8 @@ def run_series(folder, *, solutions: bool, cache: str, timeout: int = 600) -> li
         try:
             runs.append(execute(path, solutions=solutions, timeout=timeout, env={"COURSE_COMPILATION_CACHE": cache}))
         except Exception as error:  # nbclient's cell errors, a time-out, a kernel that died
-            runs.append(Failed(Path(path), _why(error, timeout)))
+            runs.append(Failed(Path(path), why_failed(error, timeout)))
     return runs
-
-
-def _why(error: Exception, timeout: int) -> str:
-    if type(error).__name__ == "CellTimeoutError":
-        return f"a cell ran over {timeout} s (--timeout)"
-    lines = [line for line in re.sub(r"\x1b\[[0-9;]*m", "", str(error)).splitlines() if line.strip()]
-    return (lines[-1] if lines else type(error).__name__)[:200]  # a cell's error ends its traceback
 
 
 def main(argv: list[str] | None = None) -> int:

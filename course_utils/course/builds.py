@@ -44,9 +44,17 @@ def main(argv: list[str] | None = None) -> int:
     elif args.build == "answer-key":
         from course_utils.course.answer_key import build_answer_key
 
-        entries = build_answer_key(args.notebooks, out, pdf=not args.no_pdf, timeout=args.timeout or 600)
+        from course_utils.course.runner import IncompleteBuild
+
+        try:
+            entries = build_answer_key(args.notebooks, out, pdf=not args.no_pdf, timeout=args.timeout or 600)
+        except IncompleteBuild as incomplete:
+            print(incomplete, file=sys.stderr)
+            return 1
         print(f"{out / 'answer_key.html'}: {len(entries)} exercises, "
-              f"{sum(e.status == 'correct' for e in entries)} checked correct")
+              f"{sum(e.status == 'correct' for e in entries)} checked correct"
+              + ("" if args.no_pdf else f"; printed for A4 ({out / 'answer_key.pdf'}) and US Letter "
+                                        f"({out / 'answer_key-letter.pdf'})"))
     elif args.build == "handout":
         from course_utils.course.handout import build_handout
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.course.runner import CELL_TIMEOUT, cell_seconds
+from course_utils.course.runner import CELL_TIMEOUT, Failed, IncompleteBuild, cell_seconds
 
 TEMPLATES = Path(__file__).parent / "templates"
 REVEAL_DIR = "reveal.js"
@@ -141,23 +141,29 @@ def write_deck(notebook, path: Path) -> None:
     path.write_text(body, encoding="utf-8")
 
 
-def write_index(entries: list[tuple[str, str | None, str | None]], folder: Path, heading: str) -> Path:
-    """An index page linking every lesson in series order; entries are (title, page, deck)."""
+def write_index(entries: list[tuple], folder: Path, heading: str) -> Path:
+    """An index page linking every lesson in series order; entries are (title, page, deck) or
+    (title, page, deck, mark): a mark (a lesson that failed, or whose text its run contradicts)
+    is shown beside the lesson."""
     def link(href, text):
         return f'<a href="{html.escape(href)}">{html.escape(text)}</a>'
 
-    items = "\n".join(
-        "<li>" + " · ".join(link(href, text) for href, text in ((page, title), (deck, "slides")) if href)
-        + ("" if page else f" ({html.escape(title)})") + "</li>"
-        for title, page, deck in entries
-    )
+    def item(title, page, deck, mark=""):
+        links = " · ".join(link(href, text) for href, text in ((page, title), (deck, "slides")) if href)
+        shown = links + ("" if page else f" ({html.escape(title)})")
+        return f"<li>{shown}" + (f' <strong class="mark">{html.escape(mark)}</strong>' if mark else "") + "</li>"
+
+    items = "\n".join(item(*entry) for entry in entries)
+    marked = sum(1 for entry in entries if len(entry) > 3 and entry[3])
+    warning = (f'<p class="mark">{marked} lesson{"s are" if marked != 1 else " is"} marked below: fix '
+               f"{'them' if marked != 1 else 'it'} before class.</p>" if marked else "")
     index = folder / "index.html"
     index.write_text(
         f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(heading)}</title>"
         "<style>body{font-family:sans-serif;max-width:46em;margin:3em auto;line-height:1.5}"
-        "li{margin:.4em 0}</style></head><body>"
+        "li{margin:.4em 0}.mark{color:#b00020}</style></head><body>"
         f"<h1>{html.escape(heading)}</h1><p>Every lesson was run top to bottom on 8 simulated CPU devices; "
-        f"the outputs and figures are those of that run.</p><ol start=\"0\">{items}</ol></body></html>",
+        f"the outputs and figures are those of that run.</p>{warning}<ol start=\"0\">{items}</ol></body></html>",
         encoding="utf-8",
     )
     return index
@@ -179,6 +185,10 @@ def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = Tr
     """Executes every lesson once (two at a time, `runner.execute_series`) and writes the rendered course
     and/or the slide decks.
 
+    One lesson never stops the others: a lesson that fails is listed in the index as not built,
+    with its error; a lesson whose text states what its run did not compute is written with a
+    banner on its first page and slide naming each such passage, and marked in the index.
+
     Args:
         folder: The folder of the lessons (`NN_*.ipynb`).
         out: The folder to write; pages, decks and reveal.js go side by side in it.
@@ -190,25 +200,53 @@ def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = Tr
         The index page written (`out/index.html`).
 
     Raises:
-        RuntimeError: A lesson's text states something its run did not compute (a false claim).
+        IncompleteBuild: Once everything else is written, when a lesson failed or states something
+            its run did not compute; it names each.
     """
     from course_utils.course.runner import execute_series
     from course_utils.course.transforms import lessons
 
+    problems = []
+
     def runs():
-        for run in execute_series(lessons(folder), timeout=timeout):
-            path = run.path
-            if run.false_claims:
-                raise RuntimeError(f"{path.name} says what its run did not compute; fix the lesson before "
-                                   f"publishing it:\n" + "\n".join(map(str, run.false_claims)))
-            print(f"{path.name}: ran in {run.seconds:.1f} s", flush=True)
+        for run in execute_series(lessons(folder), timeout=timeout, keep_going=True):
+            if isinstance(run, Failed):
+                problems.append(str(run))
+                print(f"{run.path.name}: FAILED, not built: {run.why}", flush=True)
+            elif run.false_claims:
+                problems.extend(f"{run.path.name}: {verdict}" for verdict in run.false_claims)
+                print(f"{run.path.name}: ran in {run.seconds:.1f} s, but says what its run did not compute "
+                      f"(marked)", flush=True)
+            else:
+                print(f"{run.path.name}: ran in {run.seconds:.1f} s", flush=True)
             yield run
 
-    return build_from_runs(runs(), out, pages=pages, slides=slides)
+    index = build_from_runs(runs(), out, pages=pages, slides=slides)
+    if problems:
+        raise IncompleteBuild(index, problems)
+    return index
+
+
+def marked(run) -> tuple:
+    """A run as `build_from_runs` writes it: the executed notebook, with a banner first when its text
+    states what it did not compute, and the index's mark ("" when there is none)."""
+    if not run.false_claims:
+        return run.notebook, ""
+    notebook = copy.deepcopy(run.notebook)
+    lines = "\n".join(f"- cell {v.cell}: the lesson says *{v.says}*, but `{v.check}` {v.found}"
+                      for v in run.false_claims)
+    banner = nbformat.v4.new_markdown_cell(
+        f"**Marked by the build: this lesson's text states what its run did not compute.** The rest "
+        f"is as it ran; fix these passages (or what they describe) before you show it:\n\n{lines}",
+        metadata={"slideshow": {"slide_type": "slide"}})
+    notebook.cells.insert(0, banner)
+    count = len(run.false_claims)
+    return notebook, f"marked: {count} passage{'s' if count != 1 else ''} its run did not compute"
 
 
 def build_from_runs(runs, out: str | os.PathLike, *, pages: bool = True, slides: bool = True) -> Path:
-    """Writes the pages and/or decks of lessons that already ran (`runner.LessonRun`s, in series order).
+    """Writes the pages and/or decks of lessons that already ran (`runner.LessonRun`s, in series order;
+    a `runner.Failed` is listed in the index as not built, with why).
 
     Returns:
         The index page written (`out/index.html`).
@@ -219,10 +257,16 @@ def build_from_runs(runs, out: str | os.PathLike, *, pages: bool = True, slides:
         copy_reveal(out)
     entries, start = [], time.perf_counter()
     for run in runs:
-        entries.append(publish(run.notebook, run.path.stem, out, pages=pages, slides=slides))
-        deck = f": a deck of {deck_slides(run.notebook)} slides" if slides else ""
-        print(f"{run.path.name} written{deck}", flush=True)
-    print(f"{len(entries)} lessons built in {time.perf_counter() - start:.0f} s", flush=True)
+        if isinstance(run, Failed):
+            title = lesson_title(nbformat.read(run.path, as_version=4))
+            entries.append((title, None, None, f"not built: {run.why}"))
+            continue
+        notebook, mark = marked(run)
+        entries.append((*publish(notebook, run.path.stem, out, pages=pages, slides=slides), mark))
+        deck = f": a deck of {deck_slides(notebook)} slides" if slides else ""
+        print(f"{run.path.name} written{deck}" + (f" ({mark})" if mark else ""), flush=True)
+    print(f"{sum(1 for e in entries if e[1] or e[2])} of {len(entries)} lessons built in "
+          f"{time.perf_counter() - start:.0f} s", flush=True)
     return write_index(entries, out, "Device meshes with Keras 3 on JAX")
 
 
@@ -237,7 +281,12 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"seconds a lesson's cell may run (default {CELL_TIMEOUT})")
     args = parser.parse_args(argv)
     os.environ.setdefault("COURSE_PLATFORM", "cpu")
-    index = build(args.notebooks, args.out, pages=not args.slides, slides=not args.pages, timeout=args.timeout)
+    try:
+        index = build(args.notebooks, args.out, pages=not args.slides, slides=not args.pages, timeout=args.timeout)
+    except IncompleteBuild as incomplete:
+        print(incomplete, file=sys.stderr)
+        print(f"Open {incomplete.written.resolve()}")
+        return 1
     print(f"Open {index.resolve()}")
     return 0
 

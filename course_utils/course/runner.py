@@ -11,6 +11,7 @@ import collections
 import contextlib
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -164,8 +165,43 @@ def cell_seconds(value: str) -> int:
 SERIES_WORKERS = 2
 
 
+@dataclass(frozen=True)
+class Failed:
+    """A lesson whose run did not reach its end, and why (one line: the cell's error, or the time-out)."""
+
+    path: Path
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.path.name} did not run to its end: {self.why}"
+
+
+class IncompleteBuild(RuntimeError):
+    """A build that wrote every lesson it could and marked the others: raised once it is written.
+
+    Attributes:
+        written: The build's main file (an index page, the answer key).
+        problems: One line per lesson that failed or says what its run did not compute.
+    """
+
+    def __init__(self, written: Path, problems: list[str]):
+        self.written, self.problems = Path(written), list(problems)
+        super().__init__(f"{len(problems)} lesson{'s' if len(problems) != 1 else ''} did not build as written; "
+                         f"the others were, and these are marked in {written}:\n"
+                         + "\n".join(f"  {line}" for line in problems)
+                         + "\nFix the lesson (tests/course/test_notebooks.py runs it), then build again.")
+
+
+def why_failed(error: BaseException, timeout: int) -> str:
+    """One line saying why a lesson's run stopped: its cell's error (the last line of the traceback)."""
+    if type(error).__name__ == "CellTimeoutError":
+        return f"a cell ran over {timeout} s (--timeout)"
+    lines = [line for line in re.sub(r"\x1b\[[0-9;]*m", "", str(error)).splitlines() if line.strip()]
+    return (lines[-1] if lines else type(error).__name__)[:200]
+
+
 def execute_series(paths: Iterable[str | os.PathLike], *, workers: int = SERIES_WORKERS,
-                   **kwargs) -> Iterator[LessonRun]:
+                   keep_going: bool = False, **kwargs) -> Iterator[LessonRun | Failed]:
     """Runs lessons `workers` at a time (`execute(path, **kwargs)` each) and yields their runs in order.
 
     Each lesson runs in a kernel of its own, so running two at once changes nothing they compute; only
@@ -176,10 +212,13 @@ def execute_series(paths: Iterable[str | os.PathLike], *, workers: int = SERIES_
     Args:
         paths: The lessons, in the order their runs are yielded.
         workers: How many run at once (1: one after another).
+        keep_going: A lesson that raises (a cell's error, a time-out, a kernel that died) is yielded
+            as `Failed` and the series goes on; by default its error stops the series. Ctrl-C
+            stops it either way.
         **kwargs: Passed to `execute`.
 
     Yields:
-        A `LessonRun` per lesson, in the order of `paths`.
+        A `LessonRun` per lesson (or, with `keep_going`, a `Failed`), in the order of `paths`.
     """
     from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -188,12 +227,20 @@ def execute_series(paths: Iterable[str | os.PathLike], *, workers: int = SERIES_
                          f"Received: {workers!r}.")
     kernels = _Kernels()
     pool = ThreadPoolExecutor(workers, thread_name_prefix="lesson")
-    futures = collections.deque(pool.submit(execute, path, _kernels=kernels, **kwargs) for path in paths)
+    futures = collections.deque((Path(path), pool.submit(execute, path, _kernels=kernels, **kwargs))
+                                for path in paths)
     try:
         while futures:
-            yield futures.popleft().result()  # a run is dropped here once yielded
+            path, future = futures.popleft()  # a run is dropped here once yielded
+            try:
+                run = future.result()
+            except Exception as error:
+                if not keep_going:
+                    raise
+                run = Failed(path, why_failed(error, kwargs.get("timeout", CELL_TIMEOUT)))
+            yield run
     finally:
-        running = [f for f in futures if not f.cancel()]  # stopped early: these had started
+        running = [f for _, f in futures if not f.cancel()]  # stopped early: these had started
         while running:
             kernels.kill()  # again each round, for a kernel that was still starting
             running = list(wait(running, timeout=0.5).not_done)

@@ -93,6 +93,49 @@ def test_the_answer_key_holds_every_exercise_with_the_checkers_verdict(tmp_path,
         assert "check(" in entry.solution
     assert len(re.findall(r'<section class="exercise">', page)) == len(expected)
     assert pdf_pages(tmp_path / "answer_key.pdf") >= 1
+    sizes = {name: re.search(rb"/MediaBox\s*\[\s*0 0 ([\d.]+) ([\d.]+)", (tmp_path / name).read_bytes()).groups()
+             for name in ("answer_key.pdf", "answer_key-letter.pdf")}
+    assert {name: tuple(round(float(v)) for v in size) for name, size in sizes.items()} == {
+        "answer_key.pdf": (595, 842), "answer_key-letter.pdf": (612, 792)}  # A4 and US Letter, in points
+    assert not list(tmp_path.glob(".*.html"))  # the pages printed are not left behind
+
+
+def test_the_answer_key_keeps_every_lesson_when_one_fails_or_is_contradicted_and_marks_them(tmp_path):
+    from course_utils.course.claims import Verdict
+    from course_utils.course.runner import VERDICTS_CELL, IncompleteBuild, LessonRun
+    from course_utils.course.transforms import with_solutions
+
+    lesson01 = nbformat.read(LESSONS[1], as_version=4)
+    verdicts = nbformat.v4.new_code_cell(VERDICTS_CELL, outputs=[nbformat.v4.new_output(
+        "stream", name="stdout", text='[["01.1", "correct", "Right."]]')])
+    contradicted = LessonRun(LESSONS[1], with_solutions(lesson01), 1.0, 100.0, extras=(verdicts,),
+                             claims=(Verdict(3, "8 devices", "len(devices) == 8", False, "is False"),))
+
+    def solved(path):
+        if path.name.startswith("01"):
+            return contradicted
+        raise RuntimeError("CellExecutionError\nValueError: lesson 02 broke")
+
+    with pytest.raises(IncompleteBuild) as incomplete:
+        build_answer_key(ROOT / "notebooks", tmp_path, only=("01", "02"), solved_run=solved, pdf=False)
+    assert [line.split(":")[0] for line in incomplete.value.problems] == ["01_mesh_grids", "02_axis_roles"]
+    page = (tmp_path / "answer_key.html").read_text()
+    assert "2 lessons are marked below" in page
+    assert "the lesson says &#x27;8 devices&#x27;" in page
+    assert "It did not run to its end with its solutions filled in: ValueError: lesson 02 broke" in page
+    ids = [exercise_cell(nb.cells[i].source).exercise for p in LESSONS[1:3]
+           for nb in [nbformat.read(p, as_version=4)] for i in exercise_cells(nb)]
+    assert re.findall(r"<h3>Exercise (\d\d\.\d)</h3>", page) == ids  # every exercise kept, in order
+    assert page.count("Not run: the lesson stopped before its checker ran") == sum(i.startswith("02") for i in ids)
+
+
+def test_an_answer_key_task_shows_the_code_its_exercise_starts_from():
+    from course_utils.course.answer_key import _as_markdown, _task_cells
+
+    notebook = nbformat.read(ROOT / "notebooks" / "04_layout_map.ipynb", as_version=4)
+    index = next(i for i in exercise_cells(notebook) if exercise_cell(notebook.cells[i].source).exercise == "04.2")
+    task = "\n\n".join(_as_markdown(c) for c in _task_cells(notebook, index, "04.2"))
+    assert task.startswith("**Exercise 04.2.**") and "```python\nbuggy_too = {" in task
 
 
 def test_the_answer_key_shows_every_teacher_s_note_that_names_an_exercise():

@@ -122,7 +122,47 @@ def test_every_build_that_runs_lessons_takes_a_time_limit_per_cell(tmp_path, mon
 
     monkeypatch.setattr(runner, "execute_series", series)
     render.build(tmp_path, tmp_path / "out", slides=False, timeout=45)
-    assert asked == {"timeout": 45}
+    assert asked == {"timeout": 45, "keep_going": True}
     with pytest.raises(SystemExit):
         render.main(["--timeout", "-3"])
     assert "a whole number of seconds of at least 1, e.g. --timeout 120. Received: '-3'" in capsys.readouterr().err
+
+
+def _tiny_lesson(folder, name, cells):
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, folder / name)
+    return folder / name
+
+
+def test_one_lesson_never_stops_the_build_the_others_are_written_and_it_is_marked(tmp_path, capsys):
+    from course_utils.course import render
+    from course_utils.course.runner import IncompleteBuild
+
+    new_md, new_code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    _tiny_lesson(lessons, "00_fine.ipynb", [new_md("# Fine"), new_code("print(2 + 2)")])
+    _tiny_lesson(lessons, "01_broken.ipynb", [new_md("# Broken"), new_code("raise ValueError('a lesson that broke')")])
+    _tiny_lesson(lessons, "02_wrong.ipynb", [new_md("# Wrong\n\nThe sum is 5."), new_code(
+        "total = 2 + 2", metadata={"claims": [{"says": "The sum is 5", "check": "total == 5"}]})])
+    _tiny_lesson(lessons, "03_after.ipynb", [new_md("# After"), new_code("print('still built')")])
+    out = tmp_path / "out"
+    with pytest.raises(IncompleteBuild) as incomplete:
+        render.build(lessons, out, slides=False, timeout=60)
+    assert incomplete.value.written == out / "index.html"
+    problems = "\n".join(incomplete.value.problems)
+    assert "01_broken.ipynb did not run to its end: ValueError: a lesson that broke" in problems
+    assert "02_wrong.ipynb: cell 1: the lesson says 'The sum is 5', but `total == 5`" in problems
+    assert sorted(p.name for p in out.glob("*.html")) == ["00_fine.html", "02_wrong.html", "03_after.html", "index.html"]
+    index = (out / "index.html").read_text()
+    assert "2 lessons are marked below" in index and "not built: ValueError: a lesson that broke" in index
+    assert "marked: 1 passage its run did not compute" in index
+    wrong = (out / "02_wrong.html").read_text()
+    assert "Marked by the build: this lesson" in wrong and "The sum is 5" in wrong
+    assert "Marked by the build" not in (out / "03_after.html").read_text()
+    assert render.main(["--notebooks", str(lessons), "--out", str(tmp_path / "again"), "--pages",
+                        "--timeout", "60"]) == 1  # the command exits non-zero, after writing the rest
+    err = capsys.readouterr().err
+    assert "2 lessons did not build as written; the others were" in err
+    assert (tmp_path / "again" / "03_after.html").exists()
