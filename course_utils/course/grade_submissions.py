@@ -10,6 +10,8 @@ exercise cell twice) is "broken": graded zero, with the reason, so the others ar
 
 from __future__ import annotations
 
+import ast
+
 import json
 import os
 import shutil
@@ -131,9 +133,29 @@ def _prepare_one(root, student, assignment, path, release, wanted, name) -> Subm
             cell.source = answers[exercise]
     path.unlink()
     nbformat.write(graded, path.with_name(name))
+    blank = sorted(e for e, source in answers.items() if untouched(source))
+    answered = sorted(set(answers) - set(blank))
+    said = (f"its answers to {', '.join(answered)} carried into nbgrader's release version" if answered
+            else "no exercise answered")
+    if blank:
+        said += (f"; {', '.join(blank)} {'is' if len(blank) == 1 else 'are'} still the blank handed out "
+                 f"(0 points)")
     return Submission(student, path, "carried over", (
-        f"{path.name}: the lesson as students run it; its answers to {', '.join(sorted(answers))} carried into "
-        f"nbgrader's release version (the notebook handed in is kept as {kept.relative_to(root)})"))
+        f"{path.name}: the lesson as students run it; {said} (the notebook handed in is kept as "
+        f"{kept.relative_to(root)})"))
+
+
+def untouched(source: str) -> bool:
+    """Whether an exercise cell is still the blank the lesson hands out: its checked name given `...`
+    (`answer = ...  # a shape`), then the check call, and nothing else."""
+    try:
+        call, body = exercise_cell(source), ast.parse(source).body
+    except (ValueError, SyntaxError):
+        return False
+    assigns = [node for node in body if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call))]
+    return len(assigns) >= 1 and all(
+        isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is Ellipsis
+        and [getattr(t, "id", None) for t in node.targets] == [call.name] for node in assigns)
 
 
 

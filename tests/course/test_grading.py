@@ -136,6 +136,9 @@ def test_autograde_scores_known_submissions(in_background):
     assert scores(course, "lesson01", "ada") == {"test_01_1": 1.0, "test_01_2": 0.0, "test_01_3": 0.0}
     assert scores(course, "lesson01", "bob") == {"test_01_1": 1.0, "test_01_2": 1.0, "test_01_3": 1.0}
     assert scores(course, "lesson01", "cy") == {"test_01_1": 1.0, "test_01_2": 0.0, "test_01_3": 0.0}  # once 0/3
+    cy = next(s for s in submissions if s.student == "cy")
+    assert ("its answers to 01.1 carried into nbgrader's release version; 01.2, 01.3 are still the blank "
+            "handed out (0 points)") in str(cy)
     assert scores(course, "lesson01", "dee") == {"test_01_1": 1.0, "test_01_2": 0.0, "test_01_3": 0.0}
     kept = course / "submitted-originals" / "cy" / "lesson01" / LESSON.name
     assert kept.read_bytes() == before  # what the student handed in is never lost
@@ -147,3 +150,14 @@ def test_autograde_scores_known_submissions(in_background):
     assert left_out == [f"lesson{n:02d}" for n in range(2, 10)]  # never handed in: left out
     assert {row["student_id"]: float(row["raw_score"]) for row in rows} == {"ada": 1.0, "bob": 3.0, "cy": 1.0,
                                                                             "dee": 1.0}
+
+
+def test_a_blank_exercise_is_told_from_an_answer_in_every_lesson():
+    from course_utils.course.grade_submissions import untouched
+    from course_utils.course.transforms import lessons
+
+    cells = [(nb.cells[i].source, solution_for(nb, i)) for p in lessons(ROOT / "notebooks")
+             for nb in [nbformat.read(p, as_version=4)] for i in exercise_cells(nb)]
+    assert len(cells) > 30 and all(untouched(blank) and not untouched(solution) for blank, solution in cells)
+    assert not untouched('answer = ...\nanswer = (4, 2)\ncheck("01.1", answer)')
+    assert not untouched('other = ...\ncheck("01.1", answer)')

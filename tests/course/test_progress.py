@@ -318,3 +318,32 @@ def test_a_csv_line_no_reader_can_take_is_named_never_a_traceback(tmp_path, caps
     with pytest.raises(ProgressFileError, match=r"huge.csv' cannot be read near line \d.*field limit.*mend that"):
         read(path)
     assert main([str(path)]) == 1 and "Traceback" not in capsys.readouterr().err
+
+
+def test_the_room_command_shows_each_learner_the_exercise_they_are_on_and_who_is_stuck(tmp_path, capsys):
+    from course_utils.course.exercises.progress import STUCK_ATTEMPTS, learners
+    from course_utils.course.exercises.progress_file import Row, write
+
+    lesson01 = sorted(e for e in __import__("course_utils").course.exercises.EXERCISES if e.startswith("01."))
+    rows = {
+        "ada": [Row("Ada", "01.1", "correct", 1), Row("Ada", "01.2", "not yet", STUCK_ATTEMPTS + 1)],
+        "bob": [Row("Bob", "01.1", "correct", 2), Row("Bob", "01.2", "not attempted", 0)],
+        "cy": [Row("Cy", e, "correct", 1) for e in lesson01],
+        "dee": [Row("Dee", "01.1", "not yet", 1), Row("Dee", "01.3", "not yet", 2)],
+    }
+    paths = []
+    for name, saved in rows.items():
+        write(tmp_path / f"{name}.json", saved)
+        paths.append(tmp_path / f"{name}.json")
+    found = {learner.student: learner for learner in learners(paths)}
+    assert [learner.student for learner in learners(paths)] == ["Ada", "Bob", "Cy", "Dee"]  # the stuck first
+    assert (found["Ada"].on, found["Ada"].stuck, found["Ada"].correct) == ("01.2", (("01.2", STUCK_ATTEMPTS + 1),), 1)
+    assert (found["Bob"].on, found["Bob"].stuck) == ("01.2", ())  # the next one after the last correct
+    assert (found["Cy"].on, found["Cy"].correct, found["Cy"].exercises) == (None, len(lesson01), len(lesson01))
+    assert found["Dee"].on == "01.3"  # the last one tried
+    write(tmp_path / "dee.json", rows["dee"] + [Row("Dee", "01.3", "not yet", STUCK_ATTEMPTS)])
+    assert [learner.student for learner in learners(paths)][:2] == ["Ada", "Dee"]
+    assert main([str(p) for p in paths]) == 0
+    out = capsys.readouterr().out
+    assert "4 learners, 2 stuck" in out
+    assert f"stuck: 01.2 ({STUCK_ATTEMPTS + 1} tries)" in out and "on done" in out

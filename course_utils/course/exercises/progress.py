@@ -4,7 +4,9 @@ The checkers' verdicts live only in the learner's kernel. `progress("03")`
 turns them into one row per exercise of lesson 03 (best status so far, number
 of attempts); `.save()` merges those rows into `progress.json` (or a `.csv`)
 that the teacher collects. `python -m course_utils.course.exercises.progress
-FILE...` reads the collected files and prints how the room is doing.
+FILE...` reads the collected files and prints how the room is doing: each exercise's counts
+(`room`), then each learner: how many are correct, the exercise they are on, and where they are
+stuck (`learners`).
 
 A save never loses what was saved before: it holds a lock beside the file
 while it reads, merges and writes (several students, or several notebooks,
@@ -31,8 +33,9 @@ from course_utils.course.exercises.progress_file import (FIELDS, ProgressFileErr
 
 _RANK = {NOT_ATTEMPTED: 0, NOT_YET: 1, CORRECT: 2}
 LOCK_TIMEOUT_S = 30.0
-__all__ = ["FIELDS", "LOCK_TIMEOUT_S", "Progress", "ProgressFileError", "ProgressWarning", "Row", "main",
-           "progress", "read", "room", "student_name"]
+STUCK_ATTEMPTS = 3  # answers checked, none correct yet: the hints have not helped, go and see
+__all__ = ["FIELDS", "LOCK_TIMEOUT_S", "STUCK_ATTEMPTS", "Learner", "Progress", "ProgressFileError",
+           "ProgressWarning", "Row", "learners", "main", "progress", "read", "room", "student_name"]
 
 
 class ProgressWarning(UserWarning):
@@ -195,6 +198,56 @@ def room(paths) -> dict[str, dict[str, int]]:
     return counts
 
 
+@dataclass(frozen=True)
+class Learner:
+    """Where one learner stands, over the lessons the collected files hold."""
+
+    student: str
+    correct: int
+    exercises: int  # of the lessons any collected file holds
+    on: str | None  # the exercise they are on: the last one tried and not yet correct, else the next one
+    stuck: tuple[tuple[str, int], ...]  # (exercise, answers tried) not yet correct after STUCK_ATTEMPTS
+
+    def __str__(self) -> str:
+        stuck = ", ".join(f"{e} ({n} tries)" for e, n in self.stuck) or "-"
+        return f"{self.student:<24} {self.correct:>3} of {self.exercises:<3}  on {self.on or 'done':<6} stuck: {stuck}"
+
+
+def learners(paths) -> list[Learner]:
+    """Each learner of the collected files: correct count, the exercise they are on, where they are stuck.
+
+    The exercises counted are every registered exercise of the lessons that any file holds, in
+    series order. A learner is *on* the last exercise they tried and have not got right; when every
+    one they tried is right, on the first one after it they have not got right (None: all done).
+    *Stuck* are the exercises tried `STUCK_ATTEMPTS` times or more and not yet correct.
+
+    Args:
+        paths: Files written by `Progress.save`, one or more per learner.
+
+    Returns:
+        One `Learner` per student, the stuck ones first, then by name.
+    """
+    rows = [row for path in paths for row in read(path)]
+    best = _best_rows(rows)
+    lessons = {row.exercise[:2] for row in rows}
+    order = sorted(e for e in EXERCISES if e[:2] in lessons and EXERCISES[e].checker.__module__.startswith(
+        "course_utils.course.exercises.lesson")) or sorted({row.exercise for row in rows})
+    found = []
+    for student in sorted({row.student for row in rows}):
+        mine = {e: best[(student, e)] for e in order if (student, e) in best}
+        correct = [e for e in order if e in mine and mine[e].status == CORRECT]
+        open_tries = [e for e in order if e in mine and mine[e].status == NOT_YET]
+        if open_tries:
+            on = open_tries[-1]
+        else:
+            last = max((order.index(e) for e in correct), default=-1)
+            on = next((e for e in order[last + 1:] if e not in correct), None)
+            on = on or next((e for e in order if e not in correct), None)
+        stuck = tuple((e, mine[e].attempts) for e in open_tries if mine[e].attempts >= STUCK_ATTEMPTS)
+        found.append(Learner(student, len(correct), len(order), on, stuck))
+    return sorted(found, key=lambda learner: (not learner.stuck, learner.student.casefold()))
+
+
 def main(argv=None) -> int:
     """`python -m course_utils.course.exercises.progress FILE...`: the room's results per exercise.
 
@@ -218,6 +271,12 @@ def main(argv=None) -> int:
     print(f"{'exercise':<9}" + "".join(f"{s:>15}" for s in reversed(_RANK)))
     for exercise_id, counts in room(readable).items():
         print(f"{exercise_id:<9}" + "".join(f"{counts[s]:>15}" for s in reversed(_RANK)))
+    every = learners(readable)
+    stuck = sum(1 for learner in every if learner.stuck)
+    print(f"\n{len(every)} learner{'s' if len(every) != 1 else ''}, {stuck} stuck (an exercise tried "
+          f"{STUCK_ATTEMPTS}+ times, not yet correct); the stuck first:")
+    for learner in every:
+        print(f"  {learner}")
     if len(readable) < len(paths):
         print(f"{len(paths) - len(readable)} of {len(paths)} files left out (see above).", file=sys.stderr)
     return 0 if len(readable) == len(paths) else 1
