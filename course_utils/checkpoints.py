@@ -11,14 +11,22 @@ two guarantees Keras does not give.
   empty or half-written file where a good checkpoint was. `save_checkpoint`
   writes beside the target, flushes the bytes to disk, then renames over it
   (`os.replace`, atomic on one file system): the target is always either the
-  old checkpoint or the new one, whole.
+  old checkpoint or the new one, whole. Everything the save writes on the way
+  (Keras's temporary folder for assets and, for large models, its temporary
+  weights file) goes into one scratch folder beside the target, named after
+  the saving process: it is removed when the save ends, however it ends, and
+  the next save removes one a killed process left.
 - A load that fails says which file, and what is wrong with it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import tempfile
+import threading
 import uuid
 import zipfile
 from pathlib import Path
@@ -29,6 +37,8 @@ from course_utils.keras_internals import layout_map_of
 from course_utils.layout import require_valid_keys
 
 _PARTIAL = ".partial.keras"  # the name of an unfinished save ends so (Keras insists on ".keras")
+_SCRATCH = ".saving"  # the folder beside the target that holds everything an unfinished save wrote
+_TEMPDIR_LOCK = threading.Lock()  # `tempfile.tempdir` is the process's: one save moves it at a time
 _MEMBERS = ("config.json", "model.weights.h5")
 
 
@@ -65,15 +75,29 @@ def save_checkpoint(model, path) -> Path:
         raise ValueError(f"'{path}' is a folder; save_checkpoint needs a file path such as '{path / 'model.keras'}'.")
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned_partials(path)
-    partial = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}{_PARTIAL}")
+    scratch = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}{_SCRATCH}")
+    partial = scratch / f"{path.stem}{_PARTIAL}"
     try:
-        model.save(partial)
+        scratch.mkdir()
+        with _temporary_files_in(scratch):
+            model.save(partial)
         _flush_to_disk(partial)
         os.replace(partial, path)
     finally:
-        partial.unlink(missing_ok=True)  # a failed save leaves nothing beside the target (after os.replace: a no-op)
+        shutil.rmtree(scratch, ignore_errors=True)  # a failed save leaves nothing beside the target
     _flush_to_disk(path.parent)  # the rename itself survives a crash once its folder is flushed
     return path
+
+
+@contextlib.contextmanager
+def _temporary_files_in(folder: Path):
+    """Python's temporary files and folders (Keras's `mkdtemp` for a model's assets) go into `folder`."""
+    with _TEMPDIR_LOCK:
+        before, tempfile.tempdir = tempfile.tempdir, str(folder)
+        try:
+            yield
+        finally:
+            tempfile.tempdir = before
 
 
 def load_checkpoint(path, distribution=None, *, custom_objects=None):
@@ -269,11 +293,15 @@ def _flush_to_disk(path: Path) -> None:
 
 
 def _remove_abandoned_partials(path: Path) -> None:
-    """Deletes unfinished saves to `path` left by processes that no longer run (e.g. killed mid-save)."""
-    for partial in path.parent.glob(f".{path.name}.*{_PARTIAL}"):
-        pid = partial.name[len(path.name) + 2:].split("-", 1)[0]
+    """Deletes unfinished saves to `path` left by processes that no longer run (e.g. killed mid-save):
+    their scratch folders, and the partial files earlier versions of the course wrote beside the target."""
+    for left in [*path.parent.glob(f".{path.name}.*{_SCRATCH}"), *path.parent.glob(f".{path.name}.*{_PARTIAL}")]:
+        pid = left.name[len(path.name) + 2:].split("-", 1)[0]
         if pid.isdigit() and not _running(int(pid)):
-            partial.unlink(missing_ok=True)
+            if left.is_dir() and not left.is_symlink():
+                shutil.rmtree(left, ignore_errors=True)
+            else:
+                left.unlink(missing_ok=True)
 
 
 def _running(pid: int) -> bool:

@@ -112,7 +112,9 @@ print("saved", flush=True)
 
 def test_a_save_killed_midway_leaves_the_old_checkpoint_loadable(trained, tmp_path):
     path = save_checkpoint(trained, tmp_path / "mlp.keras")
-    env = {**os.environ, "KERAS_BACKEND": "jax", "COURSE_PLATFORM": "cpu"}
+    temporary = tmp_path / "tmp"  # the killed process's TMPDIR: Keras writes a folder there as it saves
+    temporary.mkdir()
+    env = {**os.environ, "KERAS_BACKEND": "jax", "COURSE_PLATFORM": "cpu", "TMPDIR": str(temporary)}
     saver = subprocess.Popen([sys.executable, "-c", KILLED_SAVE, str(path)], env=env,
                              stdout=subprocess.PIPE, text=True)
     try:
@@ -126,6 +128,8 @@ def test_a_save_killed_midway_leaves_the_old_checkpoint_loadable(trained, tmp_pa
         saver.kill()
         output = saver.communicate()[0]
     assert partials and "saved" not in output and saver.returncode == -signal.SIGKILL
+    assert list(temporary.iterdir()) == []  # Keras's temporary folder went beside the target, not into TMPDIR
+    temporary.rmdir()
     restored = load_checkpoint(path)
     assert [w.shape for w in weights_of(restored)] == [(16, 32), (32,), (32, 4), (4,)]
     assert all(np.array_equal(a, b) for a, b in zip(weights_of(trained), weights_of(restored)))
