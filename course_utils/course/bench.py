@@ -13,9 +13,8 @@ import json
 import os
 import sys
 import tempfile
-from pathlib import Path
 
-from course_utils.course.runner import CELL_TIMEOUT, Failed, cell_seconds, execute, why_failed
+from course_utils.course.runner import CELL_TIMEOUT, Failed, cell_seconds, execute_series, stopped_like_ctrl_c
 from course_utils.course.transforms import lessons
 
 # Every lesson must stay within its budget, cold (the README's benchmark section); the targets are what the
@@ -26,17 +25,15 @@ SERIES_COLD_SECONDS, SERIES_WARM_SECONDS = 60, 30
 
 
 def run_series(folder, *, solutions: bool, cache: str, timeout: int = 600) -> list:
-    """Every lesson of `folder` run once with `cache` as the compilation cache: its run, or `Failed`.
+    """Every lesson of `folder` run once, one at a time, with `cache` as the compilation cache: its run, or
+    `Failed`.
 
     A lesson that fails (a cell raises, or runs over `timeout` seconds) is named and the series goes on.
+    Its kernels run from a thread of their own (`execute_series`), so Ctrl-C or SIGTERM reaches this
+    command and stops them: in the main thread, nbclient would take the signal to restart the kernel.
     """
-    runs = []
-    for path in lessons(folder):
-        try:
-            runs.append(execute(path, solutions=solutions, timeout=timeout, env={"COURSE_COMPILATION_CACHE": cache}))
-        except Exception as error:  # nbclient's cell errors, a time-out, a kernel that died
-            runs.append(Failed(Path(path), why_failed(error, timeout)))
-    return runs
+    return list(execute_series(lessons(folder), workers=1, keep_going=True, solutions=solutions, timeout=timeout,
+                               env={"COURSE_COMPILATION_CACHE": cache}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,11 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     cold, warm = [], []
     try:
-        with tempfile.TemporaryDirectory(prefix="course-bench-cache-") as cache:
+        with stopped_like_ctrl_c(), tempfile.TemporaryDirectory(prefix="course-bench-cache-") as cache:
             cold += run_series(args.folder, solutions=args.solutions, cache=cache, timeout=args.timeout)
             warm += run_series(args.folder, solutions=args.solutions, cache=cache, timeout=args.timeout)
     except KeyboardInterrupt:
-        print(f"Stopped (Ctrl-C) during the {'warm' if cold else 'cold'} pass: no figures to compare.",
+        print(f"Stopped (Ctrl-C or a kill) during the {'warm' if cold else 'cold'} pass: no figures to compare.",
               file=sys.stderr)
         return 130
     failed = _report(cold, warm)

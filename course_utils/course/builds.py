@@ -19,6 +19,19 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
+    from course_utils.course.runner import stopped_like_ctrl_c
+
+    try:
+        with stopped_like_ctrl_c():
+            return _main(argv)
+    except KeyboardInterrupt:
+        print("Stopped (Ctrl-C or a kill): every kernel and grading process was stopped, and their temporary "
+              "files removed. What a student handed in is never changed; run the same command again.",
+              file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build", choices=("student", "student-branch", "answer-key", "handout", "nbgrader", "grade"))
     parser.add_argument("assignment", nargs="?", help="with grade: the assignment, e.g. lesson03")

@@ -93,7 +93,9 @@ def run_group(command: list[str], cwd: Path, timeout: float) -> tuple[int | None
         (exit status, or None when it ran past `timeout`; the last of its output).
     """
     bin_dir = str(Path(sys.executable).parent)  # nbgrader calls `alembic` by name
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    temporary = Path(cwd) / ".tmp"  # the kernel's connection file and the student's temporary files:
+    temporary.mkdir(exist_ok=True)  # gone with the grading copy, even when the group is killed
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "TMPDIR": str(temporary)}
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, start_new_session=True)
     try:

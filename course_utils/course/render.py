@@ -31,7 +31,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.course.runner import CELL_TIMEOUT, Failed, IncompleteBuild, cell_seconds
+from course_utils.course.runner import CELL_TIMEOUT, Failed, IncompleteBuild, cell_seconds, stopped_like_ctrl_c
 
 TEMPLATES = Path(__file__).parent / "templates"
 REVEAL_DIR = "reveal.js"
@@ -282,7 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("COURSE_PLATFORM", "cpu")
     try:
-        index = build(args.notebooks, args.out, pages=not args.slides, slides=not args.pages, timeout=args.timeout)
+        with stopped_like_ctrl_c():
+            index = build(args.notebooks, args.out, pages=not args.slides, slides=not args.pages,
+                          timeout=args.timeout)
+    except KeyboardInterrupt:
+        print(f"Stopped (Ctrl-C or a kill): the lessons' kernels were stopped; {args.out} holds what was "
+              f"written before, without a new index. Run the same command again to build it all.", file=sys.stderr)
+        return 130
     except IncompleteBuild as incomplete:
         print(incomplete, file=sys.stderr)
         print(f"Open {incomplete.written.resolve()}")

@@ -12,9 +12,12 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
+import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,8 +110,6 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
         A `LessonRun` with the executed lesson, wall seconds, the kernel's peak resident memory
         and that of the largest process it started, the extra cells and the claims' verdicts.
     """
-    from nbclient import NotebookClient
-
     from course_utils.course import claims
 
     path = Path(path)
@@ -129,8 +130,8 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
     # Everything the run reports is read before the kernel stops, so it is stopped at once: a graceful
     # shutdown only spends a second tearing Keras and JAX down, which no learner waits for (a lesson
     # cleans up after itself in its cells: tests/test_checkpoints.py checks lesson 07's temporary folder).
-    client = NotebookClient(notebook, timeout=timeout, kernel_name=kernel, shutdown_kernel="immediate",
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = _client_class()(notebook, timeout=timeout, kernel_name=kernel, shutdown_kernel="immediate",
+                             resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     with _kernels.running(client) if _kernels is not None else contextlib.nullcontext():
         client.execute(**({"env": {**os.environ, **env}} if env else {}))
@@ -144,6 +145,67 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
 
 
 CELL_TIMEOUT = 600  # seconds a lesson's cell may run, unless a build's --timeout says otherwise
+
+
+def _client_class():
+    """nbclient's NotebookClient, its kernels' connection files in `connection_folder()`."""
+    from nbclient import NotebookClient
+
+    class Client(NotebookClient):
+        def create_kernel_manager(self):
+            manager = super().create_kernel_manager()
+            manager.connection_file = str(connection_folder() / f"kernel-{uuid.uuid4().hex}.json")
+            return manager
+
+    return Client
+
+
+def connection_folder() -> Path:
+    """Where this process's lesson kernels keep their connection files (ports and key, one small JSON each).
+
+    jupyter_client deletes a kernel's file when the kernel is cleaned up, which a killed process
+    (SIGKILL, an out-of-memory kill) never does: so the files go into a folder named after the
+    process, `<tmp>/course-kernels-<uid>/<pid>`, and the next run removes the folders of processes
+    that no longer run.
+    """
+    root = Path(tempfile.gettempdir()) / f"course-kernels-{getattr(os, 'getuid', lambda: 'user')()}"
+    root.mkdir(mode=0o700, exist_ok=True)
+    mine = root / str(os.getpid())
+    if not mine.is_dir():
+        for other in root.iterdir():
+            if other.name.isdigit() and not _running(int(other.name)):
+                shutil.rmtree(other, ignore_errors=True)
+        mine.mkdir(mode=0o700, exist_ok=True)
+    return mine
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def stopped_like_ctrl_c():
+    """SIGTERM (a `kill`, a CI job cancelled, a terminal closed) ends the command as Ctrl-C does: as
+    KeyboardInterrupt, so every `finally` runs. The kernels are stopped and their connection files
+    (`tmp*.json` in the temporary folder, which jupyter_client deletes when a kernel is cleaned up)
+    are removed; by default SIGTERM ends Python at once and leaves both. Only in the main thread."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def cell_seconds(value: str) -> int:
@@ -231,13 +293,14 @@ def execute_series(paths: Iterable[str | os.PathLike], *, workers: int = SERIES_
                                 for path in paths)
     try:
         while futures:
-            path, future = futures.popleft()  # a run is dropped here once yielded
+            path, future = futures[0]  # still listed while awaited: Ctrl-C here must stop its kernel too
             try:
                 run = future.result()
             except Exception as error:
                 if not keep_going:
                     raise
                 run = Failed(path, why_failed(error, kwargs.get("timeout", CELL_TIMEOUT)))
+            futures.popleft()  # a run is dropped here once yielded
             yield run
     finally:
         running = [f for _, f in futures if not f.cancel()]  # stopped early: these had started

@@ -201,3 +201,37 @@ def test_a_doubled_cell_is_named_even_when_warnings_are_errors(tmp_path):
         warnings.simplefilter("error")  # as under python -W error, or a test beside that sets it
         notebook, why = _read(path)
     assert notebook is None and "holds the graded cell(s) answer_01_1 more than once" in why
+
+
+def test_grading_stopped_with_ctrl_c_stops_the_kernel_and_leaves_no_file(tmp_path):
+    """Ctrl-C (or SIGTERM) while a hand-in runs: the command says so and exits 130, the hand-in's kernel
+    is gone, its connection file and the grading copies with it, and the hand-in is unchanged."""
+    import os
+    import signal
+    import time
+
+    course = build_course(ROOT / "notebooks", tmp_path / "course", only=("01",))
+    release = course / "release" / "lesson01" / LESSON.name
+    _submit(course, "ana", _edited(release, {}, before="import os, time\nopen(os.environ['MARK'], 'w')"
+                                                      ".write(str(os.getpid()))\ntime.sleep(120)"))
+    handed_in = (course / "submitted" / "ana" / "lesson01" / LESSON.name).read_bytes()
+    temporary, mark = tmp_path / "tmp", tmp_path / "kernel-pid"
+    temporary.mkdir()
+    process = subprocess.Popen([sys.executable, "-m", "course_utils.course.builds", "grade", "lesson01",
+                                "--out", str(course)], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(temporary), "MARK": str(mark)})
+    deadline = time.monotonic() + 120
+    while not mark.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert mark.exists(), process.communicate(timeout=60)
+    assert list(temporary.rglob("*.json"))  # the kernel's connection file, while it runs
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130 and "Stopped (Ctrl-C or a kill): every kernel and grading process" in err, err
+    assert "Traceback" not in err
+    kernel, deadline = Path(f"/proc/{mark.read_text()}/stat"), time.monotonic() + 10
+    while kernel.exists() and kernel.read_text().split(") ")[-1][0] != "Z" and time.monotonic() < deadline:
+        time.sleep(0.1)  # killed (SIGKILL to its group) but not yet gone
+    assert not kernel.exists() or kernel.read_text().split(") ")[-1][0] == "Z"
+    assert not list(temporary.iterdir())  # no connection file, no grading copy
+    assert (course / "submitted" / "ana" / "lesson01" / LESSON.name).read_bytes() == handed_in

@@ -68,3 +68,78 @@ def test_a_kernels_peak_is_its_own_not_that_of_the_process_that_started_it(tmp_p
     run = execute(path)
     del large
     assert 200 <= run.peak_rss_mb < ALLOCATED_MB, run.peak_rss_mb
+
+
+def _stopped(tmp_path, module, args, sig):
+    """Starts `python -m module args` on a lesson that sleeps, signals it once the kernel runs; what it left."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    lesson = tmp_path / "lessons"
+    lesson.mkdir()
+    _lesson(lesson, "00_sleeps.ipynb", "import os, time\nopen(os.environ['MARK'], 'w').write(str(os.getpid()))\n"
+                                       "time.sleep(120)")
+    mark = tmp_path / "kernel-pid"
+    env = {**os.environ, "MARK": str(mark), "TMPDIR": str(tmp_path)}
+    process = subprocess.Popen([sys.executable, "-m", module, *[a.format(lessons=lesson) for a in args]],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not mark.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    connections = tmp_path / f"course-kernels-{os.getuid()}" / str(process.pid)
+    during = sorted(p.name for p in connections.glob("kernel-*.json"))
+    process.send_signal(sig)
+    out, err = process.communicate(timeout=60)
+    kernel = int(mark.read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(kernel):
+        time.sleep(0.1)
+    return process.returncode, out + err, during, connections, kernel
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_build_killed_with_sigterm_stops_its_kernels_and_leaves_no_connection_file(tmp_path):
+    import signal
+
+    code, said, during, connections, kernel = _stopped(
+        tmp_path, "course_utils.course.render", ["--notebooks", "{lessons}", "--out", str(tmp_path / "out"), "--pages"],
+        signal.SIGTERM)
+    assert len(during) == 1  # the kernel's connection file, in the run's own folder
+    assert code == 130 and "Stopped (Ctrl-C or a kill): the lessons' kernels were stopped" in said
+    assert "Traceback" not in said
+    assert not list(connections.glob("*.json")) and not _alive(kernel)
+    assert not list(tmp_path.glob("tmp*.json"))  # nor in the temporary folder, where jupyter_client puts them
+
+
+def test_a_bench_stopped_with_ctrl_c_says_so_and_a_killed_runs_files_go_at_the_next_run(tmp_path):
+    import signal
+
+    from course_utils.course.runner import connection_folder
+
+    code, said, during, connections, kernel = _stopped(
+        tmp_path, "course_utils.course.bench", ["{lessons}"], signal.SIGINT)
+    assert code == 130 and "Stopped (Ctrl-C or a kill) during the cold pass: no figures to compare." in said
+    assert "Traceback" not in said and "DeadKernelError" not in said
+    assert not list(connections.glob("*.json")) and not _alive(kernel)
+    again = tmp_path / "again"
+    again.mkdir()
+    code, said, during, connections, kernel = _stopped(again, "course_utils.course.bench", ["{lessons}"], signal.SIGKILL)
+    assert code == -signal.SIGKILL and len(during) == 1 and connections.exists()  # nothing could clean up
+    import tempfile
+
+    before = tempfile.tempdir
+    tempfile.tempdir = str(connections.parents[1])
+    try:
+        connection_folder()  # the next run's first kernel
+    finally:
+        tempfile.tempdir = before
+    assert not connections.exists()
