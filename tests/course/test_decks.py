@@ -70,6 +70,25 @@ MEASURE = """() => {
     const out = Array.from(range.getClientRects()).find(outside);
     if (out) problems.push(`text "${t.textContent.trim().slice(0, 40)}" ends outside the window at ${box(out)}`);
   }
+  // A word split across two lines: two letters, digits or underscores with no space between them, the
+  // second starting a new line (a break after '-', '/' or '.' is where text may break).
+  const splits = [], letter = /[\\p{L}\\p{N}_]/u, range = document.createRange();
+  const words = document.createTreeWalker(slide, NodeFilter.SHOW_TEXT);
+  for (let t = words.nextNode(); t; t = words.nextNode()) {
+    if (!t.textContent.trim() || !shown(t.parentElement)) continue;
+    const s = t.textContent;
+    let before = null;
+    for (let k = 0; k < s.length; k++) {
+      if (/\\s/.test(s[k])) { before = null; continue; }
+      range.setStart(t, k);
+      range.setEnd(t, k + 1);
+      const r = range.getBoundingClientRect();
+      if (!r.width && !r.height) continue;
+      if (before && r.top >= before.bottom - 1 && letter.test(s[k - 1]) && letter.test(s[k]))
+        splits.push(s.slice(Math.max(0, k - 20), k).trimStart() + ' / ' + s.slice(k, k + 20).trimEnd());
+      before = r;
+    }
+  }
   const page = document.scrollingElement;
   if (page.scrollHeight > H + 1 || page.scrollWidth > W + 1) problems.push('the page itself scrolls');
   const scale = slide.getBoundingClientRect().width / Reveal.getConfig().width;
@@ -84,7 +103,7 @@ MEASURE = """() => {
   });
   const notes = Array.from(slide.querySelectorAll('aside.notes')).map(n => n.textContent).join(' ');
   const title = (slide.querySelector('h1, h2, h3') || {textContent: ''}).textContent;
-  return {at: Reveal.getIndices(), problems: [...new Set(problems)].slice(0, 10), figures,
+  return {at: Reveal.getIndices(), problems: [...new Set(problems)].slice(0, 10), figures, splits,
           notes: notes.replace(/\\s+/g, ' ').trim().length, title: title.replace('¶', '').trim(),
           allShown: !Reveal.availableFragments().next, last: Reveal.isLastSlide()};
 }"""
@@ -119,6 +138,7 @@ class Slide:
     notes: int  # characters of speaker notes
     problems: list[str] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
+    splits: list[str] = field(default_factory=list)  # words split across two lines: "Va / lid"
 
 
 @dataclass
@@ -135,6 +155,9 @@ class Walk:
 
     def failing(self) -> dict[int, list[str]]:
         return {n: s.problems for n, s in self.slides.items() if s.problems}
+
+    def split_words(self) -> dict[int, list[str]]:
+        return {n: s.splits for n, s in self.slides.items() if s.splits}
 
     def unreadable_figures(self) -> dict[int, list[str]]:
         return {n: problems for n, s in self.slides.items()
@@ -175,6 +198,7 @@ def walk(browser, deck: Path, size: tuple[int, int], shots: Path | None = None) 
         number = order.index(json.dumps([state["at"]["h"], state["at"]["v"]])) + 1
         slide = slides.setdefault(number, Slide(number, state["title"], state["notes"]))
         slide.problems += [p for p in state["problems"] if p not in slide.problems]
+        slide.splits += [w for w in state["splits"] if w not in slide.splits]
         if state["allShown"]:
             slide.figures = [_figure(f, pngs[f["index"]]) for f in state["figures"]]
         if shots is not None and state["allShown"]:
@@ -243,6 +267,14 @@ def walks(from_built_course):
 def test_every_slide_fits_the_screen_with_every_fragment_shown(walks, size):
     failing = {w.deck: w.failing() for (_, s), w in walks.items() if s == size and w.failing()}
     assert failing == {}, json.dumps(failing, indent=1)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_no_word_is_split_across_two_lines(walks, size):
+    """Text, code and outputs wrap at spaces (or after '-', '/', '.'): a line never ends inside a word, as
+    "Va / lid 2-D shapes" or "90.5 G / iB" did when outputs could break anywhere."""
+    split = {w.deck: w.split_words() for (_, s), w in walks.items() if s == size and w.split_words()}
+    assert split == {}, json.dumps(split, indent=1)
 
 
 def test_every_figure_is_sized_for_its_slide_and_reads_from_the_back_row(walks):
