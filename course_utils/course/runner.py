@@ -157,6 +157,10 @@ def _client_class():
             manager.connection_file = str(connection_folder() / f"kernel-{uuid.uuid4().hex}.json")
             return manager
 
+        def _cleanup_kernel(self):  # registered at exit by nbclient; a kernel stopped by the series is gone
+            if self.km is not None:
+                super()._cleanup_kernel()
+
     return Client
 
 
