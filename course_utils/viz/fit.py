@@ -16,6 +16,7 @@ NAMES = {"optimizer": "optimizer state", "activations": "activations", "gathered
 
 LINE_STYLES = ("--", ":", "-.")
 THIN = 0.01  # a part under this share of the axis is drawn under a millimetre high: it is named on its bar
+LEGEND_WIDTH = 2.6  # inches: the legend's column, right of the panels, inside the figure
 SHORT = {"optimizer": "optimizer", "activations": "activations", "gathered": "gathered", "scratch": "XLA's"}
 
 
@@ -26,7 +27,8 @@ def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
     Each bar is one mesh shape, its total written on top; a dashed or dotted
     line marks each device size of the report, named in the legend, and a grey
     band under it its last `report.headroom` (a total in the band is "tight").
-    Under each bar, the report's verdict for every device size, as in its table.
+    Under each bar, the report's verdict for every device size, as in its table; the legend
+    has a column of its own at the right, inside the figure.
     A mesh on which the layout cannot split some weight gets no bar and says
     "cannot split" in its place; under the panel, why, in a few words: the weight,
     its dimension and size, the mesh axis (the report's notes say it in full).
@@ -39,8 +41,9 @@ def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
         A `Figure`.
     """
     models = list(dict.fromkeys(r.model for r in report.rows))
-    # side by side, panels need half an inch more for their axis labels not to run into each other
-    fig = Figure(figsize=(min(3.0 * len(models) + 1.6 + 0.5 * (len(models) > 1), MAX_WIDTH), 4.4), layout="constrained")
+    # the panels (side by side, half an inch more for their axis labels), the y axis, then the legend's column
+    panels = 3.0 * len(models) + 0.5 * (len(models) > 1)
+    fig = Figure(figsize=(min(panels + 1.0 + LEGEND_WIDTH, MAX_WIDTH), 4.4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(models), sharey=True))
     top = max([r.total for r in report.rows] + list(report.device_gib)) * 1.12
     for ax, model in zip(axes, models):
@@ -52,14 +55,14 @@ def draw_fit(report: FitReport, *, title: str | None = None) -> Figure:
                        label=f"its last {report.headroom:.0%}: tight" if k == 0 else None)
         ax.set_title(model, fontsize=FONT)
         ax.set_xticks(range(len(rows)), [_tick(r, report) for r in rows])
-        sizes = ", then ".join(f"{g:g} GiB" for g in report.device_gib)
-        why = wrap(_why(rows), 24)  # narrower than the line above: its words are wider
-        ax.set_xlabel(wrap(f"mesh (batch x model); verdict on {sizes}", 30) + (f"\n{why}" if why else ""),
-                      fontsize=SMALL)
+        ax.set_xlabel(wrap(_why(rows), 24), fontsize=SMALL)  # under its own panel: why a mesh has no bar
         ax.set_ylim(0, top)
         ax.tick_params(labelsize=SMALL)
     axes[0].set_ylabel("GiB per device", fontsize=SMALL)
-    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=SMALL)
+    sizes = ", then ".join(f"{g:g} GiB" for g in report.device_gib)
+    across = chars_across(fig.get_figwidth() - LEGEND_WIDTH - 0.4, SMALL)  # under the panels, not the legend
+    fig.supxlabel(wrap(f"mesh (batch x model), then its verdict on {sizes}", across), fontsize=SMALL)
+    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=SMALL)  # constrained layout makes room
     fig.suptitle(wrap(title or report.title, chars_across(fig.get_figwidth() - 0.4, FONT)), fontsize=FONT)
     return fig
 
@@ -91,7 +94,7 @@ def _bars(ax, rows, top: float, parts) -> None:
         bottom += values
     for i, row in enumerate(rows):
         # a part too thin to see at this scale is named on top of its bar, so no part disappears
-        thin = [f"{getattr(row, kind):.1f} {SHORT.get(kind, kind)}" for kind in parts
-                if not row.problem and 0 < getattr(row, kind) < THIN * top]
+        thin = [f"{getattr(row, kind):.1f}\n{SHORT.get(kind, kind)}" for kind in parts  # one word a line: as
+                if not row.problem and 0 < getattr(row, kind) < THIN * top]  # narrow as its bar
         label = "cannot\nsplit" if row.problem else "\n".join([f"{row.total:.1f}", *(f"+{t}" for t in thin)])
         ax.text(i, 0.02 * top if row.problem else row.total, label, ha="center", va="bottom", fontsize=SMALL)

@@ -47,7 +47,8 @@ def mesh_scene(mesh, *, title: str | None = None) -> Scene:
     across = min(len(panels), 4)
     down = math.ceil(len(panels) / across)
     cell = min(1.25, (MAX_WIDTH - 1.6 - 0.5 * across) / (across * cols), 6.0 / (down * rows))
-    sized = lambda width: (width, min(width, MAX_GRID_HEIGHT / (down * rows)))  # a tall mesh: cells wider than tall
+    # a tall mesh: cells wider than tall; a row at least a line of its tick label high, so labels never touch
+    sized = lambda width: (width, min(max(width, line_height(SMALL)), MAX_GRID_HEIGHT / (down * rows)))
     colors = mesh_colors(devices, names)
     for _ in range(2):  # smaller cells get longer tick labels, which leave less room for the cells
         ticks = [_tick_labels(grid, axis_pair, _labels(*sized(cell))) for grid, axis_pair, _ in panels]

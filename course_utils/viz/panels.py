@@ -50,7 +50,7 @@ def draw_panel(scene: Scene, rect, p: Placement, view: View, colors: MeshColors,
     rows = p.shape[view.row_dim] if view.row_dim is not None else 1
     cols = p.shape[view.col_dim] if view.col_dim is not None else 1
     for block, box in block_boxes(p, view, rect):
-        draw_block(scene, p, block.devices, box, colors, compact=compact)
+        draw_block(scene, p, block.devices, box, colors, compact=compact and not roomy(p, block.devices, box))
     row_ticks, col_ticks = ticks
     for position, label in col_ticks:
         at = x + w * position / cols
@@ -85,6 +85,15 @@ def block_boxes(p: Placement, view: View, rect) -> list[tuple]:
         c0, c1 = block.index[view.col_dim] if view.col_dim is not None else (0, 1)
         boxes.append((block, (x + w * c0 / cols, y + h * (1 - r1 / rows), w * (c1 - c0) / cols, h * (r1 - r0) / rows)))
     return boxes
+
+
+def roomy(p: Placement, holders, box) -> bool:
+    """Whether a block drawn in `box` (left, bottom, width, height) shows its small mesh at full size (7 pt
+    cells, not compact's 5) with every word the compact label shows: a compact panel then uses it, so the
+    small mesh reads from the back row wherever its block has the room."""
+    size = front_card(box, len(holders))[2:]
+    full, small = (fit_label(p, holders, size, compact) for compact in (False, True))
+    return full is not None and full.grid is not None and (small is None or full.text == small.text)
 
 
 def label_marks(p: Placement, view: View, size, *, compact: bool) -> list[tuple[bool, bool]]:

@@ -1,7 +1,10 @@
 """The figures the lessons draw, drawn the lessons' way, saved to test-artifacts/figures/ to be looked at.
 
 Each is checked for the marks that matter (legible when projected, no layout
-warning, every mark named in the figure) and saved as the notebook shows it.
+warning, every mark named in the figure, no two of its texts drawn over each other:
+titles, labels, ticks, legends and notes, measured with matplotlib's own text boxes)
+and saved as the notebook shows it. The will-it-fit figures of lessons 08 and 09 are
+drawn from the same shape-only models and arguments as the lessons'.
 """
 
 import warnings
@@ -66,7 +69,25 @@ def _figures():
         "05-memory": _memory_figure,
         "06-processes": lambda: draw_process_mesh(process_ownership((2, 4), processes=2)),
         "06-processes-4": lambda: draw_process_mesh(process_ownership((2, 4), processes=4)),
+        "08-will-it-fit": _fit_08,
+        "09-will-it-fit-activations": _fit_09,
     }
+
+
+def _fit_08():
+    """Lesson 08's figure: three models in float32, three meshes, devices of 16 and 80 GiB."""
+    from course_utils import abstract_model, draw_fit, will_it_fit
+
+    return draw_fit(will_it_fit({name: abstract_model(name) for name in ("gemma_2b_en", "gemma_7b_en", "llama3_8b_en")}))
+
+
+def _fit_09():
+    """Lesson 09's figure: Gemma 7B in mixed_bfloat16, rematerialised, a batch of 8 sequences of 2,048 tokens."""
+    from course_utils import abstract_model, draw_fit, will_it_fit
+
+    mixed = abstract_model("gemma_7b_en", dtype="mixed_bfloat16")
+    return draw_fit(will_it_fit({"gemma_7b_en": mixed}, ((2, 4), (8, 1)), batch=8, seq=2048, dtype="mixed_bfloat16",
+                                remat=True))
 
 
 def _transformer_figure():
@@ -84,7 +105,7 @@ def _memory_figure():
 
 
 @pytest.mark.parametrize("name", list(_figures()))
-def test_lesson_figure(name):
+def test_lesson_figure(name, overlapping_texts):
     fig = _figures()[name]()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -94,3 +115,4 @@ def test_lesson_figure(name):
     text, size = min(projected_sizes(fig), key=lambda pair: pair[1])
     assert size >= MIN_PROJECTED_PT, f"{text!r} shows at {size:.1f} pt on a 1280 px projector"
     assert fig.get_size_inches()[0] <= 13.0 + 1e-9
+    assert overlapping_texts(fig) == []
