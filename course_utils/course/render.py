@@ -39,6 +39,7 @@ THEME = "course"
 HIDE_CODE, HIDE_OUTPUT = "deck-hide-code", "deck-hide-output"
 SUMMARY = "deck_summary"
 _LESSON_LINK = re.compile(r"(?<![\w/.])(\d\d_\w+)\.ipynb\b")
+_FENCED = re.compile(r"^```.*?^```", re.S | re.M)
 
 
 def reveal_assets() -> Path:
@@ -102,20 +103,29 @@ def deck_slides(notebook) -> int:
 
 def deck_outline(notebook) -> list[str]:
     """Each slide's title, in deck order (slide 1 first): its first heading, else the start of its
-    first text, else "(code and output)". The teacher's guide names slides by these numbers and titles."""
+    first text, else the first line of the first code it shows, else "(code and output)". The teacher's
+    guide and the speaker notes name slides by these numbers and titles."""
     titles: list[str | None] = []
     texts: list[str | None] = []
+    codes: list[str | None] = []
     for i, cell in enumerate(notebook.cells):
         if i == 0 or slide_type(cell) in ("slide", "subslide"):
             titles.append(None)
             texts.append(None)
-        if slide_type(cell) in ("notes", "skip") or cell.cell_type != "markdown":
-            continue
+            codes.append(None)
         lines = [line.strip() for line in cell.source.splitlines() if line.strip()]
-        heading = next((line.lstrip("#").strip() for line in lines if line.startswith("#")), None)
+        if slide_type(cell) in ("notes", "skip") or not lines:
+            continue
+        if cell.cell_type == "code":
+            if HIDE_CODE not in cell.metadata.get("tags", []):
+                codes[-1] = codes[-1] or lines[0]
+            continue
+        prose = [line for line in _FENCED.sub("", cell.source).splitlines() if line.strip()]  # a `#` in code is no heading
+        heading = next((line.lstrip("#").strip() for line in prose if re.match(r"#{1,6}\s", line)), None)
         titles[-1] = titles[-1] or heading
-        texts[-1] = texts[-1] or (" ".join(lines[0].split()[:6]) if lines else None)
-    return [re.sub(r"[*`]", "", title or text or "(code and output)") for title, text in zip(titles, texts)]
+        texts[-1] = texts[-1] or " ".join(lines[0].split()[:6])
+    return [re.sub(r"[*`]", "", title or text or code or "(code and output)")
+            for title, text, code in zip(titles, texts, codes)]
 
 
 def write_page(notebook, path: Path) -> None:

@@ -33,6 +33,13 @@ MIN_NOTES = 40  # characters of speaker notes a slide must carry
 MIN_SHARE = 0.6  # of the free width or height a figure must take
 MIN_TEXT_PX = 16  # a figure's smallest text on a 1280 x 720 screen
 MAX_STEPS = 600
+# Speaker notes name another slide by its number and title, "slide 18 (*Four shapes*)" or "(slide 18, *Four
+# shapes*)", never by a distance ("two slides back" pointed at a table seven slides back).
+SLIDE_REFERENCE = re.compile(r"\bslides? (\d+)(?: \(|, )\*([^*]+)\*")
+ANY_SLIDE_NUMBER = re.compile(r"\bslides? \d+")
+RELATIVE = re.compile(r"\b(?:next|previous|following|preceding|last) slides?\b|\bslides? (?:back|ago|before|earlier|"
+                      r"later|above|below)\b|\b(?:one|two|three|four|five|six|seven|a few) slides\b|\(next\)|\b(?:table|"
+                      r"figure|picture|list|cell) (?:above|below)\b|\bnext cell\b", re.I)
 
 # What the current slide shows, measured in the window. Hidden things (unshown fragments, the
 # speaker notes) are left out; lines of text are measured themselves, since text can run out of
@@ -298,6 +305,51 @@ def test_the_outline_the_guide_cites_is_the_decks(walks):
         assert len(outline) == walked.total, name.stem
         titled = {n: s.title for n, s in walked.slides.items() if s.title}
         assert {n: outline[n - 1] for n in titled} == titled, name.stem
+
+
+def notes_by_slide(notebook) -> list[tuple[int, str]]:
+    """(slide number, source) of every speaker-notes cell of a lesson, in deck order."""
+    from course_utils.course.render import slide_type
+
+    notes, number = [], 0
+    for i, cell in enumerate(notebook.cells):
+        number += i == 0 or slide_type(cell) in ("slide", "subslide")
+        if slide_type(cell) == "notes":
+            notes.append((number, cell.source))
+    return notes
+
+
+def test_notes_name_the_slides_they_send_you_to_by_number_and_title(walks):
+    """A note that sends the speaker to another slide names it as the deck's counter shows it, with its title:
+    the number must be a slide of the built deck and the title that slide's (`deck_outline`, which the outline
+    test holds to the built deck). "Next slide", "two slides back", "the table above" are refused: they go
+    wrong silently when a slide is added, as 03's "two slides back" did for a table seven slides back."""
+    import nbformat
+
+    from course_utils.course.render import deck_outline
+
+    problems, named = {}, 0
+    for path in lessons(ROOT / "notebooks"):
+        notebook = nbformat.read(path, as_version=4)
+        outline, walked = deck_outline(notebook), walks[path.stem, SIZES[0]]
+        found = []
+        for at, source in notes_by_slide(notebook):
+            text = " ".join(source.split())
+            found += [f"slide {at} says {phrase!r}: name the slide by number and title" for phrase in RELATIVE.findall(text)]
+            references = SLIDE_REFERENCE.findall(text)
+            if len(references) < len(ANY_SLIDE_NUMBER.findall(text)):
+                found.append(f"slide {at} names a slide by number without its title: {text[:120]!r}")
+            for number, cited in references:
+                named += 1
+                number, cited = int(number), cited.replace("`", "")
+                if not 1 <= number <= walked.total:
+                    found.append(f"slide {at} names slide {number}; the built deck has {walked.total}")
+                elif not outline[number - 1].startswith(cited):
+                    found.append(f"slide {at} names slide {number} {cited!r}; it is {outline[number - 1]!r}")
+        if found:
+            problems[path.stem] = found
+    assert problems == {}, json.dumps(problems, indent=1)
+    assert named >= 10  # the notes do send the speaker to other slides, by number
 
 
 def test_the_right_arrow_reaches_every_slide(walks):

@@ -109,6 +109,19 @@ def test_a_deck_is_laid_out_for_a_clicker():
     assert "(10_more.html)" in page.cells[4].source
 
 
+def test_the_outline_names_each_slide_as_a_speaker_cites_it():
+    slide = {"slideshow": {"slide_type": "slide"}}
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# 06 · A lesson"),
+        nbformat.v4.new_markdown_cell("The script:\n\n```bash\n#!/bin/bash\n# not a heading\n```", metadata=slide),
+        nbformat.v4.new_code_cell("draw_mesh(mesh)  # the figure\nmore()", metadata=slide),
+        nbformat.v4.new_code_cell("hidden()", metadata={**slide, "tags": ["deck-hide-code"]}),
+        nbformat.v4.new_markdown_cell("Notes only", metadata={"slideshow": {"slide_type": "notes"}}),
+    ])
+    assert render.deck_outline(notebook) == ["06 · A lesson", "The script:", "draw_mesh(mesh)  # the figure",
+                                              "(code and output)"]
+
+
 def test_every_build_that_runs_lessons_takes_a_time_limit_per_cell(tmp_path, monkeypatch, capsys):
     import pytest
 
