@@ -9,8 +9,14 @@ loaded from its module on first use, so a worker script that needs only
 `setup_process` never loads matplotlib, ipywidgets or the lessons' checkers.
 
 The package has four parts:
-- the teaching library, this folder's modules: real Keras/JAX objects in,
-  plain data (placements, layout tables, cost reports) out;
+- the teaching library: real Keras/JAX objects in, plain data (placements,
+  layout tables, cost reports) out. At the top, what every lesson meets
+  (`devices`, `mesh`, `placements`, `train`, `equivalence`, `checkpoints`);
+  a folder per concept built on them: `layouts/` (which rule lays out each
+  variable, and what is wrong with a map), `memory/` (bytes per device, from
+  shards or shapes; activations; presets; will it fit?) and `communication/`
+  (one training step compiled, its collectives read, attributed and set
+  beside the layout's expectation);
 - `viz` and `widgets`: figures and explorers that draw that data;
 - `multiprocess`: several processes, one mesh (`python -m course_utils.launch`);
 - `course`: the machinery that checks, runs and publishes the lessons.
@@ -24,19 +30,19 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
 _EXPORTS = {
-    "course_utils.activations": ("saved_for_backward",),
-    "course_utils.checkpoints": ("load_checkpoint", "save_checkpoint"),
-    "course_utils.communication": ("CommunicationReport", "communication_report"),
     "course_utils.devices": ("DeviceSetup", "DeviceSetupError", "current_setup", "setup_devices"),
-    "course_utils.layout": ("LayoutReport", "explain_layout", "make_layout_map"),
-    "course_utils.layout_checks": ("LayoutMapError", "Problem", "check_layout_map"),
-    "course_utils.memory": ("MemoryReport", "memory_report", "planned_memory"),
     "course_utils.mesh": ("describe_distribution", "describe_mesh", "make_mesh", "mesh_shapes"),
     "course_utils.placements": ("Block", "Placement", "placement", "planned_placement", "shard_of"),
-    "course_utils.fit": ("FitReport", "will_it_fit"),
-    "course_utils.sizing": ("PRESETS", "abstract_model", "training_memory", "without_axis"),
-    "course_utils.equivalence": ("Comparison", "RunComparison", "compare_runs", "compare_weights"),
+    "course_utils.layouts.layout_map": ("LayoutReport", "explain_layout", "make_layout_map"),
+    "course_utils.layouts.checks": ("LayoutMapError", "Problem", "check_layout_map"),
+    "course_utils.memory.state": ("MemoryReport", "memory_report", "planned_memory"),
+    "course_utils.memory.presets": ("PRESETS", "abstract_model", "training_memory", "without_axis"),
+    "course_utils.memory.activations": ("saved_for_backward",),
+    "course_utils.memory.fit": ("FitReport", "will_it_fit"),
+    "course_utils.communication.report": ("CommunicationReport", "communication_report"),
     "course_utils.train": ("TrainingRun", "reordered_rows", "run_training"),
+    "course_utils.equivalence": ("Comparison", "RunComparison", "compare_runs", "compare_weights"),
+    "course_utils.checkpoints": ("load_checkpoint", "save_checkpoint"),
     "course_utils.multiprocess": ("ProcessOwnership", "ProcessSetup", "local_rows", "planned_batch_slices",
                                   "process_batch_slice", "process_ownership", "setup_process"),
     "course_utils.viz": ("device_color", "draw_batch_split", "draw_bytes", "draw_fit", "draw_memory", "draw_memory_by",
@@ -47,10 +53,10 @@ _EXPORTS = {
     "course_utils.course.mistakes": ("expect_error",),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
-_SUBMODULES = ("activations", "checkpoints", "collectives", "communication", "compiling", "course", "devices",
-               "equivalence", "expectation", "fit", "fit_checks", "guards", "hlo", "jax_internals", "keras_internals", "layer_outputs", "layout",
-               "layout_checks", "memory", "mesh", "models", "multiprocess", "placements", "program_cache", "sizing", "step_replay", "train", "viz",
-               "widgets")
+# the modules and folders of the package, reachable as attributes (course_utils.models, course_utils.memory)
+_SUBMODULES = ("checkpoints", "communication", "course", "devices", "equivalence", "guards", "jax_internals",
+               "keras_internals", "layouts", "memory", "mesh", "models", "multiprocess", "placements", "program_cache",
+               "step_replay", "train", "viz", "widgets", "xla_settings")
 
 __all__ = sorted(_HOME)
 

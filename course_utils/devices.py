@@ -15,7 +15,7 @@ import sys
 import warnings
 from dataclasses import dataclass
 
-from course_utils.compiling import XLA_FLAGS_FIX, XLA_FLAGS_RISK, XlaFlagsWarning, use_compilation_cache, xla_flags
+from course_utils.xla_settings import XLA_FLAGS_FIX, XLA_FLAGS_RISK, XlaFlagsWarning, use_compilation_cache, xla_flags
 
 PLATFORMS = ("auto", "cpu", "gpu", "tpu")
 PLATFORM_ENV = "COURSE_PLATFORM"
@@ -45,7 +45,7 @@ class DeviceSetup:
         platform: `"cpu"`, `"gpu"` or `"tpu"`.
         simulated: True when several CPU devices share this machine's cores.
         compilation_cache: The folder where compiled programs are kept between
-            runs (`compiling.compilation_cache_dir()`), or None when it is off.
+            runs (`xla_settings.compilation_cache_dir()`), or None when it is off.
     """
 
     devices: tuple[str, ...]
@@ -79,7 +79,7 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
     works as usual), asks JAX for `n`
     CPU devices, and picks real accelerators when at least `n` exist,
     otherwise `n` simulated CPU devices. It also keeps every compiled XLA
-    program in a cache on disk (`compiling.use_compilation_cache`), so that a lesson
+    program in a cache on disk (`xla_settings.use_compilation_cache`), so that a lesson
     run a second time starts from the programs the first run compiled: the
     same programs, so the same results, without the wait. Calling it again
     with the same arguments returns the same setup.

@@ -60,7 +60,7 @@ def _residuals_are_read() -> bool:
 def _locations_are_kept() -> bool:
     import jax
 
-    from course_utils.compiling import layer_names_kept
+    from course_utils.xla_settings import layer_names_kept
 
     before = jax.config.jax_include_full_tracebacks_in_locations
     with layer_names_kept():
@@ -71,7 +71,7 @@ def _locations_are_kept() -> bool:
 def _metadata_key_is_scoped() -> bool:
     import jax
 
-    from course_utils.compiling import keyed_without_names
+    from course_utils.xla_settings import keyed_without_names
 
     before = jax.config.jax_compilation_cache_include_metadata_in_key
     with keyed_without_names():
@@ -116,7 +116,7 @@ def _probe_program() -> str:
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    from course_utils.compiling import layer_names_kept
+    from course_utils.xla_settings import layer_names_kept
 
     mesh = Mesh(np.array(jax.devices()[:2]), ("course_axis",))
     split = NamedSharding(mesh, PartitionSpec("course_axis"))
@@ -132,7 +132,7 @@ def _probe_program() -> str:
 
 
 def _collectives_are_read(text: str) -> list[str]:
-    from course_utils.hlo import collective_ops
+    from course_utils.communication.hlo import collective_ops
 
     ops = collective_ops(text, ("course_axis",), (2,))
     problems = []

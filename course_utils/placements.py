@@ -93,6 +93,11 @@ class Placement:
         return dict(self.device_bytes)
 
     @property
+    def largest_shard_bytes(self) -> int:
+        """Bytes of the largest block a device holds: what the fullest device keeps of this tensor."""
+        return max(n for _, n in self.device_bytes)
+
+    @property
     def total_bytes(self) -> int:
         return math.prod(self.shape) * np.dtype(self.dtype).itemsize
 
@@ -108,7 +113,7 @@ class Placement:
             f"Placement({label}shape={self.shape}, split=({split}), "
             f"shard_shape={self.shard_shape}, blocks={len(self.blocks)}, "
             f"copies of each={self.replication}, "
-            f"bytes/device={max(dict(self.device_bytes).values())})"
+            f"bytes/device={self.largest_shard_bytes})"
         )
 
 
@@ -244,6 +249,23 @@ def _names(entry) -> tuple[str, ...]:
     if entry is None:
         return ()
     return (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+def axes_used(axes: Sequence) -> tuple[str, ...]:
+    """The mesh axes a layout's entries split over, in order: `(None, ("batch", "model"))` -> `("batch", "model")`.
+
+    Each entry is `None`, an axis name, or a tuple of names (one dimension split over several axes).
+    """
+    return tuple(name for entry in axes for name in _names(entry))
+
+
+def per_device(placements) -> dict[str, int]:
+    """Bytes per device of several tensors, summed from their `Placement`s (the one sum of the course)."""
+    totals: dict[str, int] = {}
+    for p in placements:
+        for device, n in p.device_bytes:
+            totals[device] = totals.get(device, 0) + n
+    return totals
 
 
 def _check_tensor_shape(shape) -> tuple[int, ...]:

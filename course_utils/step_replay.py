@@ -178,7 +178,7 @@ class StepReplayer:
 
     def after(self, model) -> None:
         from course_utils import keras_internals
-        from course_utils.compiling import keyed_without_names
+        from course_utils.xla_settings import keyed_without_names
 
         sharded = keras_internals.state_after_step(model)
         start = self.step * self.batch_size % len(self.x)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from course_utils.compiling import keyed_without_names
+from course_utils.xla_settings import keyed_without_names
 from course_utils.devices import current_setup, scope_for
 from course_utils.mesh import describe_distribution
 from course_utils.step_replay import StepReplay, StepReplayer, one_device_twin

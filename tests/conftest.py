@@ -40,7 +40,7 @@ os.environ["COURSE_PLATFORM"] = "cpu"
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
 from course_utils import setup_devices  # noqa: E402
-from course_utils.compiling import CACHE_ENV, instruction_sets  # noqa: E402
+from course_utils.xla_settings import CACHE_ENV, instruction_sets  # noqa: E402
 from course_utils.course.runner import SERIES_WORKERS  # noqa: E402
 
 SETUP = setup_devices(8)

@@ -31,7 +31,7 @@ def test_xla_flags_are_named_by_a_warning_and_their_absence_by_none(monkeypatch)
     # The lessons' numbers were checked with XLA's defaults: a flag can change them, and the learner is told.
     import warnings
 
-    from course_utils.compiling import XlaFlagsWarning
+    from course_utils.xla_settings import XlaFlagsWarning
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
     with pytest.warns(XlaFlagsWarning, match=r"XLA_FLAGS='--xla_cpu_use_fusion_emitters=false': the lessons' "

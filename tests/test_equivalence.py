@@ -13,7 +13,7 @@ import pytest
 from keras import distribution
 
 from course_utils import compare_runs, compare_weights, make_layout_map, make_mesh, models, reordered_rows, run_training
-from course_utils.compiling import instruction_sets
+from course_utils.xla_settings import instruction_sets
 
 ROWS, BATCH = 128, 32
 PLANTED = Path(__file__).parent / "data" / "planted_bugs.py"

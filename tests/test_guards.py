@@ -4,7 +4,7 @@ import pytest
 
 from course_utils import (communication_report, describe_mesh, draw_mesh, make_layout_map, memory_report,
                           planned_memory)
-from course_utils.layout import layout_rows
+from course_utils.layouts.layout_map import layout_rows
 
 
 @pytest.mark.parametrize("call, name", [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import compiling
+from course_utils import xla_settings as compiling
 from course_utils.program_cache import (MAGIC, SUFFIX, CacheWarning, CheckedCache, folder_problem, installed,
                                         machine_tag)
 

@@ -58,7 +58,7 @@ def check_devices(n: int = 8, *, jax_probe: subprocess.Popen | None = None) -> t
 
     `jax_probe`: the fresh process of `check_jax_starts`, when `start_jax_probe` already started it.
     """
-    from course_utils.compiling import XlaFlagsWarning
+    from course_utils.xla_settings import XlaFlagsWarning
     from course_utils.devices import DeviceSetupError, setup_devices
     from course_utils.program_cache import CacheWarning
 
@@ -85,7 +85,7 @@ def check_devices(n: int = 8, *, jax_probe: subprocess.Popen | None = None) -> t
 
 def check_compilation_cache(setup) -> Finding:
     """Where compiled programs are kept between runs, and how much is there; a folder that cannot be used."""
-    from course_utils.compiling import CACHE_ENV, CACHE_FIX, CACHE_LIMIT_BYTES, cache_problem, compilation_cache_dir
+    from course_utils.xla_settings import CACHE_ENV, CACHE_FIX, CACHE_LIMIT_BYTES, cache_problem, compilation_cache_dir
     from course_utils.program_cache import SUFFIX
 
     if compilation_cache_dir() is None:
@@ -203,7 +203,7 @@ def run(out=sys.stdout) -> int:
 
 def check_xla_flags() -> Finding:
     """Whether XLA_FLAGS is set: the lessons' numbers were checked with XLA's defaults."""
-    from course_utils.compiling import XLA_FLAGS_FIX, XLA_FLAGS_RISK, instruction_sets, xla_flags
+    from course_utils.xla_settings import XLA_FLAGS_FIX, XLA_FLAGS_RISK, instruction_sets, xla_flags
 
     flags = xla_flags()
     if not flags:

@@ -86,16 +86,30 @@ class Graded:
         return "; ".join(self.notes)
 
 
+def nbgrader_command(root: str | os.PathLike, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    """Runs `nbgrader <args>` in the course directory with this Python's nbgrader (the teacher's own commands:
+    generate_assignment, export; a student's hand-in runs through `run_group`)."""
+    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, env=_nbgrader_env(),
+                          capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return done
+
+
+def _nbgrader_env() -> dict[str, str]:
+    bin_dir = str(Path(sys.executable).parent)  # nbgrader calls `alembic` by name
+    return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+
+
 def run_group(command: list[str], cwd: Path, timeout: float) -> tuple[int | None, str]:
     """Runs `command` in a process group of its own; kills the whole group (the kernel too) at the end.
 
     Returns:
         (exit status, or None when it ran past `timeout`; the last of its output).
     """
-    bin_dir = str(Path(sys.executable).parent)  # nbgrader calls `alembic` by name
     temporary = Path(cwd) / ".tmp"  # the kernel's connection file and the student's temporary files:
     temporary.mkdir(exist_ok=True)  # gone with the grading copy, even when the group is killed
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "TMPDIR": str(temporary)}
+    env = {**_nbgrader_env(), "TMPDIR": str(temporary)}
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, start_new_session=True)
     try:

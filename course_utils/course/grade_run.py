@@ -20,7 +20,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from course_utils.course.grade_isolated import Graded, code_cells, grade_one, grading_lock, make_template
+from course_utils.course.grade_isolated import Graded, code_cells, grade_one, grading_lock, make_template, nbgrader_command
 from course_utils.course.grade_submissions import BROKEN, REFUSED, Submission, prepare_submissions
 
 NOTES = "grading-notes.json"
@@ -130,8 +130,6 @@ def export_grades(root: str | os.PathLike, out: str | os.PathLike | None = None)
         (the file written, the assignments left out because nobody handed anything in).
     """
     from nbgrader.api import Gradebook
-
-    from course_utils.course.grading import nbgrader_command
 
     root = Path(root)
     out = Path(out or root / "grades.csv")

@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 
+from course_utils.course.grade_isolated import nbgrader_command
 from course_utils.course.grade_submissions import Submission, prepare_submissions  # noqa: F401  (their home)
 from course_utils.course.transforms import (exercise_cell, exercise_cells, lessons, solution_for, teacher_only,
                                            without_teacher_metadata)
@@ -87,17 +86,6 @@ def source_notebook(notebook):
     nb.cells = [cell for cell in nb.cells if not teacher_only(cell)]  # the slides' notes hold answers too
     without_teacher_metadata(nb)  # nbgrader's release keeps metadata: claims quote the answers
     return nb
-
-
-def nbgrader_command(root: str | os.PathLike, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
-    """Runs `nbgrader <args>` in the course directory with this Python's nbgrader."""
-    bin_dir = str(Path(sys.executable).parent)  # nbgrader calls `alembic` by name
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
-    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"nbgrader {' '.join(args)} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    return done
 
 
 def build_course(folder: str | os.PathLike, root: str | os.PathLike, *, release: bool = True,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from course_utils.compiling import use_compilation_cache
+from course_utils.xla_settings import use_compilation_cache
 from course_utils.devices import device_name, import_keras_without
 
 # Keras imports scikit-learn (for its optional scikit-learn wrappers) and pyplot (for its plotting
@@ -74,7 +74,7 @@ def setup_process(global_devices: int | None = None, *, seed: int | None = 0) ->
     which Keras loads for helpers no worker uses (`UNUSED_BY_WORKERS`; the
     script can still import them itself). Compiled
     programs are kept on disk as `setup_devices` keeps them, shared by every
-    process of the run (`course_utils.compiling.compilation_cache_dir`).
+    process of the run (`course_utils.xla_settings.compilation_cache_dir`).
 
     Args:
         global_devices: The devices the script's mesh needs over all

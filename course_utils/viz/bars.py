@@ -11,7 +11,7 @@ import math
 
 from matplotlib.ticker import MaxNLocator
 
-from course_utils.memory import MemoryReport
+from course_utils.memory.state import MemoryReport
 from course_utils.viz.canvas import Scene, line_height, text_size
 from course_utils.viz.figures import FONT, SMALL
 from course_utils.viz.palette import MEMORY_COLORS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from course_utils.fit import FitReport
+from course_utils.memory.fit import FitReport
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
 from course_utils.viz.bars import HATCHES
 from course_utils.viz.palette import MEMORY_COLORS, NEUTRAL_COLOR, STEP_COLORS

@@ -14,8 +14,8 @@ import math
 
 from matplotlib.figure import Figure
 
-from course_utils.memory import MemoryReport
-from course_utils.layout import LayoutReport, explain_layout
+from course_utils.memory.state import MemoryReport
+from course_utils.layouts.layout_map import LayoutReport, explain_layout
 from course_utils.viz.bars import bytes_bars, memory_bars, memory_by_bars
 from course_utils.viz.canvas import Scene, line_height, to_figure
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap

@@ -53,7 +53,7 @@ class LayoutExplorer(Explorer):
 
 
 def _placement_status(p: Placement, axes: tuple) -> str:
-    per_device = max(p.bytes_per_device.values())
+    per_device = p.largest_shard_bytes
     copies = f", each on {p.replication} devices" if p.replication > 1 else ", no copies"
     return (f"<code>TensorLayout({html.escape(repr(axes))}, mesh)</code> on shape {p.shape}: "
             f"shard shape <b>{p.shard_shape}</b>, <b>{len(p.blocks)}</b> blocks{copies}; "

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import ipywidgets as widgets
 
-from course_utils.layout import LayoutReport, layout_rows, make_layout_map
-from course_utils.layout_checks import check_layout_map
-from course_utils.memory import MemoryReport, memory_of_rows
+from course_utils.layouts.layout_map import LayoutReport, layout_rows, make_layout_map
+from course_utils.layouts.checks import check_layout_map
+from course_utils.memory.state import MemoryReport, memory_of_rows
 from course_utils.mesh import make_mesh, mesh_shapes
 from course_utils.viz.model import model_scene
 from course_utils.widgets.base import Explorer, render, shape_options, squarest
@@ -45,7 +45,7 @@ class ModelExplorer(Explorer):
         distribution: The `ModelParallel` distribution shown.
         report: `planned_report`: every weight and optimizer variable, laid out
             as Keras would lay it out under `distribution`.
-        memory: `memory.memory_of_rows`: weights, gradients and optimizer state per device.
+        memory: `memory.state.memory_of_rows`: weights, gradients and optimizer state per device.
         image: The weights' placements (first `PANELS`) above the memory per device.
         table: `HTML` widget showing `report`.
         views: (mesh shape, preset) -> what was shown for it. A choice seen

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("nbgrader", reason="grading needs nbgrader==0.9.6 (requirements-test.txt; make test installs it)")
 
-from course_utils.course.grading import build_course, nbgrader_command, scores, source_notebook  # noqa: E402
+from course_utils.course.grading import build_course, scores, source_notebook  # noqa: E402
 from course_utils.course.transforms import exercise_cells, solution_for  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -72,7 +72,6 @@ def test_a_kernels_peak_is_its_own_not_that_of_the_process_that_started_it(tmp_p
 
 def _stopped(tmp_path, module, args, sig):
     """Starts `python -m module args` on a lesson that sleeps, signals it once the kernel runs; what it left."""
-    import signal
     import subprocess
     import sys
     import time

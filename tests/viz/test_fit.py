@@ -3,7 +3,7 @@
 from matplotlib.figure import Figure
 
 from course_utils import draw_fit
-from course_utils.fit import Fit, FitReport
+from course_utils.memory.fit import Fit, FitReport
 
 
 def _report():
@@ -56,7 +56,7 @@ def test_a_part_too_thin_to_see_is_named_on_its_bar(overlapping_texts):
 
 
 def test_a_mesh_that_cannot_split_says_why_under_its_panel(overlapping_texts):
-    from course_utils.fit import CannotSplit
+    from course_utils.memory.fit import CannotSplit
 
     key = CannotSplit("decoder_block_0/attention/key/kernel", (1, 2048, 256), 0, 1, ("model",), 4, others=35)
     rows = [Fit("gemma_2b_en", shape, 0.0, 0.0, 0.0, problem=str(key), split=key) for shape in ((1, 8), (2, 4))]

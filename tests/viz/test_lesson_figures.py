@@ -18,7 +18,7 @@ from keras import distribution
 from keras.distribution import DeviceMesh, TensorLayout
 
 from course_utils import make_mesh, planned_placement, process_ownership
-from course_utils.layout import make_layout_map
+from course_utils.layouts.layout_map import make_layout_map
 from course_utils.models import transformer_block, transformer_rules
 from course_utils.viz import (draw_batch_split, draw_memory, draw_mesh, draw_model, draw_placement,
                               draw_process_mesh, figure_png, projected_sizes)

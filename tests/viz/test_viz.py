@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from course_utils import explain_layout, make_mesh, planned_placement
-from course_utils.layout import make_layout_map
+from course_utils.layouts.layout_map import make_layout_map
 from course_utils.models import transformer_block, transformer_rules
 from course_utils.placements import Block, Placement
 from course_utils.viz import (BLOCK_GID, DEVICE_COLORS, draw_batch_split, draw_memory, draw_mesh, draw_model,

@@ -4,7 +4,7 @@ import pytest
 from keras.distribution import TensorLayout
 
 from course_utils import make_mesh, memory_report, mesh_shapes, planned_placement
-from course_utils.layout import explain_layout, make_layout_map
+from course_utils.layouts.layout_map import explain_layout, make_layout_map
 from course_utils.models import mlp, mlp_rules, transformer_block, transformer_rules
 from course_utils.widgets.model import built_under
 from course_utils.widgets import layout_explorer, mesh_explorer, model_explorer

@@ -84,7 +84,7 @@ def fewest_weight_bytes(answer):
     bytes_per = {}
     for shape in SHAPES:
         mesh = _mesh(shape)
-        bytes_per[shape] = sum(max(_planned(p, mesh).bytes_per_device.values()) for p in LAYOUT)
+        bytes_per[shape] = sum(_planned(p, mesh).largest_shard_bytes for p in LAYOUT)
     allowed = {s: n for s, n in bytes_per.items() if s[0] >= 2}
     expected = min(allowed, key=allowed.get)
     try:

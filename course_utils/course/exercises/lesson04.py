@@ -65,7 +65,7 @@ def _mesh():
 
 def _layout_map(rules: dict):
     """A real LayoutMap on the lesson's 2 x 4 mesh holding `rules`."""
-    from course_utils.layout import make_layout_map
+    from course_utils.layouts.layout_map import make_layout_map
 
     return make_layout_map(_mesh(), rules)
 
@@ -108,7 +108,7 @@ def _regex_error(key) -> str | None:
 
 def _matches(key: str, path: str) -> bool:
     """Keras's own lookup: does `key` alone give `path` a layout?"""
-    from course_utils.layout_checks import key_matches
+    from course_utils.layouts.checks import key_matches
 
     return key_matches(key, path)
 
@@ -142,7 +142,7 @@ def key_for_d2_kernel(answer):
           form='a dict {key: axes} or a keras.distribution.LayoutMap')
 def fixed_layout_map(answer):
     """Runs check_layout_map and Keras's lookup on the lesson's MLP (d1, d2, d3)."""
-    from course_utils.layout_checks import check_layout_map
+    from course_utils.layouts.checks import check_layout_map
 
     rules = _as_rules(answer)
     for key in rules:
@@ -174,7 +174,7 @@ def fixed_layout_map(answer):
           form='a pair (key, axes), e.g. (".*name/kernel", (None, \'model\'))')
 def mlp_out_rule(answer):
     """Adds the learner's rule to the block's other rules and asks Keras where mlp_out lands."""
-    from course_utils.layout_checks import check_layout_map
+    from course_utils.layouts.checks import check_layout_map
 
     if not (isinstance(answer, (tuple, list)) and len(answer) == 2):
         return "Give a pair: (key, axes), e.g. ('.*some/kernel', ('model', None))."

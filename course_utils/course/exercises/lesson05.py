@@ -28,7 +28,7 @@ def _digits_mlp():
 def _model_parallel(shape):
     from keras import distribution
 
-    from course_utils.layout import make_layout_map
+    from course_utils.layouts.layout_map import make_layout_map
     from course_utils.mesh import make_mesh
 
     mesh = make_mesh(shape, ("data", "model"))
@@ -37,7 +37,7 @@ def _model_parallel(shape):
 
 def _memory(shape):
     """The real memory report of the lesson's model under ModelParallel on `shape`."""
-    from course_utils.memory import memory_report
+    from course_utils.memory.state import memory_report
 
     dist = _model_parallel(shape)
     with dist.scope():
@@ -93,8 +93,8 @@ def shifted_megatron(answer):
     """Runs check_layout_map and explain_layout on the learner's LayoutMap and the real model."""
     from keras import distribution
 
-    from course_utils.layout import explain_layout
-    from course_utils.layout_checks import check_layout_map
+    from course_utils.layouts.layout_map import explain_layout
+    from course_utils.layouts.checks import check_layout_map
 
     if not isinstance(answer, distribution.LayoutMap):
         return f"Build a keras.distribution.LayoutMap; this is a {type(answer).__name__}."

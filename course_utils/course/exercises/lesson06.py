@@ -88,7 +88,7 @@ def _example_step():
 
     Compiled in one process on 8 devices: the same program each process of the 2 x 4 run takes its part of.
     """
-    from course_utils.communication import communication_report
+    from course_utils.communication.report import communication_report
     from course_utils.examples import train_2x4
 
     dist = train_2x4.make_distribution()

@@ -18,7 +18,7 @@ DEVICE_GIB = 16
 @functools.cache
 def _shape_only(preset: str):
     """A preset's shape-only backbone, built once per session (a few seconds each)."""
-    from course_utils.sizing import abstract_model
+    from course_utils.memory.presets import abstract_model
 
     return abstract_model(preset)
 
@@ -27,7 +27,7 @@ def _official_layout(shape):
     import keras_hub
 
     from course_utils.mesh import make_mesh
-    from course_utils.sizing import MESH_AXES
+    from course_utils.memory.presets import MESH_AXES
 
     return keras_hub.models.GemmaBackbone.get_layout_map(make_mesh(shape, MESH_AXES))[GATING]
 
@@ -57,8 +57,8 @@ def gating_shard_shape(answer) -> str | None:
 
 def _verdicts(preset: str = "gemma_7b_en", mesh_shape=(2, 4), device_gib: float = DEVICE_GIB) -> dict[str, tuple]:
     """`{layout: (GiB on the fullest device, will_it_fit's verdict)}` for a preset under every layout."""
-    from course_utils.fit import will_it_fit
-    from course_utils.sizing import LAYOUTS
+    from course_utils.memory.fit import will_it_fit
+    from course_utils.memory.presets import LAYOUTS
 
     found = {}
     for layout in LAYOUTS:
@@ -73,8 +73,8 @@ def _verdicts(preset: str = "gemma_7b_en", mesh_shape=(2, 4), device_gib: float 
           form='one of the strings "replicated", "tensor_parallel" or "official"')
 def layout_that_fits(answer) -> str | None:
     """Plans Gemma 7B's training state from shapes under every layout; right is the one whose verdict is not "no"."""
-    from course_utils.fit import NO
-    from course_utils.sizing import LAYOUTS
+    from course_utils.memory.fit import NO
+    from course_utils.memory.presets import LAYOUTS
 
     if answer not in LAYOUTS:
         return f"Answer one of {list(LAYOUTS)}."
@@ -96,7 +96,7 @@ def largest_replicated(answer) -> str | None:
     import math
 
     from course_utils.mesh import make_mesh
-    from course_utils.sizing import MESH_AXES, layout_for
+    from course_utils.memory.presets import MESH_AXES, layout_for
 
     if not isinstance(answer, str):
         return "Give a variable path as a string, like 'token_embedding/embeddings'."

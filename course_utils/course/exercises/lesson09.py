@@ -24,14 +24,14 @@ BATCHES = (32, 64, 72, 96)  # exercise 09.2's choices
 def _moe_backbone():
     import keras_hub
 
-    from course_utils.sizing import abstract_model
+    from course_utils.memory.presets import abstract_model
 
     return abstract_model(keras_hub.models.QwenMoeBackbone, MOE)
 
 
 def _mesh():
     from course_utils.mesh import make_mesh
-    from course_utils.sizing import MESH_AXES
+    from course_utils.memory.presets import MESH_AXES
 
     return make_mesh((2, 4), MESH_AXES)
 
@@ -42,7 +42,7 @@ def expert_rule(answer) -> str | None:
     """Adds the rule to QwenMoe's official map, runs check_layout_map and asks Keras for the expert kernels' layouts."""
     import keras_hub
 
-    from course_utils.layout_checks import check_layout_map
+    from course_utils.layouts.checks import check_layout_map
 
     key, axes = answer
     if not isinstance(key, str):
@@ -71,14 +71,14 @@ def expert_rule(answer) -> str | None:
 
 @functools.cache
 def _gemma_mixed():
-    from course_utils.sizing import abstract_model
+    from course_utils.memory.presets import abstract_model
 
     return abstract_model("gemma_7b_en", dtype="mixed_bfloat16")
 
 
 @functools.cache
 def _fit(batch: int):
-    from course_utils.fit import will_it_fit
+    from course_utils.memory.fit import will_it_fit
 
     return will_it_fit({"gemma_7b_en": _gemma_mixed()}, ((8, 1),), batch=batch, seq=2048, remat=True,
                        dtype="mixed_bfloat16").rows[0]
@@ -136,7 +136,7 @@ def experts_combined() -> tuple[str, str]:
     import numpy as np
     from keras import distribution
 
-    from course_utils.communication import communication_report
+    from course_utils.communication.report import communication_report
 
     dist = distribution.ModelParallel(layout_map=experts_with_their_rule(), batch_dim_name="batch")
     with dist.scope():

@@ -4,7 +4,7 @@
 traced shape of each layer's output (`layer_outputs`), and lists the collectives a sharded step
 must contain: the gradient sums over the batch axis, and the partial sums a split Dense or
 EinsumDense kernel makes. `not_modelled` says, weight by weight, what it does not predict.
-`communication.CommunicationReport` sets the two beside the compiled program's collectives.
+`report.CommunicationReport` sets the two beside the compiled program's collectives.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from course_utils.hlo import Collective
-from course_utils.placements import placement
+from course_utils.communication.hlo import Collective
+from course_utils.placements import axes_used, placement
 
 
 def expected_collectives(model, distribution, batch_shape, *, outputs=None) -> list[Collective]:
@@ -36,7 +36,7 @@ def expected_collectives(model, distribution, batch_shape, *, outputs=None) -> l
     - a weight split over the batch axis (FSDP) has its gradient combined
       over it, reduce-scattered or all-reduced (optional: XLA chooses).
 
-    Not modelled (see `not_modelled`, and `collectives.unmodelled_part` for
+    Not modelled (see `not_modelled`, and `attribution.unmodelled_part` for
     the compiled collectives they cause): weights split over the batch axis
     (XLA gathers the weight or the activations, as sizes dictate),
     embeddings and other split weights, reductions over split activations
@@ -65,8 +65,8 @@ def _gradient_sums(model, distribution, sizes) -> list[Collective]:
     batch_axis = distribution.batch_dim_name
     if sizes.get(batch_axis, 1) <= 1:
         return []
-    gradient_bytes = sum(max(placement(v).bytes_per_device.values()) for v in model.trainable_variables
-                         if batch_axis not in _axes_used(distribution.get_variable_layout(v).axes))
+    gradient_bytes = sum(placement(v).largest_shard_bytes for v in model.trainable_variables
+                         if batch_axis not in axes_used(distribution.get_variable_layout(v).axes))
     if not gradient_bytes:
         return []
     return [Collective("all-reduce", (batch_axis,), 1, gradient_bytes,
@@ -89,10 +89,10 @@ def _tied_gradient_sums(model, distribution, sizes, outputs) -> list[Collective]
     for layer in all_layers(model, include_self=False):
         weights = getattr(layer, "embeddings", None)
         if (not getattr(layer, "tie_weights", False) or weights is None or calls.get(layer.path, 0) < 2
-                or sizes.get(batch_axis, 1) <= 1 or batch_axis in _axes_used(distribution.get_variable_layout(
+                or sizes.get(batch_axis, 1) <= 1 or batch_axis in axes_used(distribution.get_variable_layout(
                     weights).axes)):
             continue
-        found.append(Collective("all-reduce", (batch_axis,), 1, max(placement(weights).bytes_per_device.values()),
+        found.append(Collective("all-reduce", (batch_axis,), 1, placement(weights).largest_shard_bytes,
                                 f"{OPTIONAL}: {weights.path} is tied, used twice (lookup and logits), so it "
                                 f"has two gradients"))
     return found
@@ -102,10 +102,10 @@ def _fsdp_gradient_sums(model, distribution, sizes) -> list[Collective]:
     """A weight split over the batch axis (FSDP) has each device's partial gradient combined over that axis:
     reduce-scattered to the shards, or all-reduced whole along the axis and then sliced (XLA chooses)."""
     batch_axis, parts = distribution.batch_dim_name, sizes.get(distribution.batch_dim_name, 1)
-    split = [v for v in model.trainable_variables if batch_axis in _axes_used(distribution.get_variable_layout(v).axes)]
+    split = [v for v in model.trainable_variables if batch_axis in axes_used(distribution.get_variable_layout(v).axes)]
     if parts <= 1 or not split:
         return []
-    shards = sum(max(placement(v).bytes_per_device.values()) for v in split)
+    shards = sum(placement(v).largest_shard_bytes for v in split)
     why = f"{OPTIONAL}: the gradients of the {len(split)} weight(s) split over '{batch_axis}' (FSDP)"
     return [Collective("reduce-scatter", (batch_axis,), 1, shards, f"{why}, reduce-scattered to their shards"),
             Collective("all-reduce", (batch_axis,), 1, shards * parts, f"{why}, or all-reduced whole along it")]
@@ -117,7 +117,7 @@ def _kernel_collectives(model, distribution, sizes, layer, kernel, letters, shap
     batch_axis = distribution.batch_dim_name
     batch_parts = sizes.get(batch_axis, 1)
     axes = dict(zip(rhs, tuple(distribution.get_variable_layout(kernel).axes) + (None,) * len(rhs)))
-    if batch_axis in _axes_used(axes.values()):
+    if batch_axis in axes_used(axes.values()):
         return []  # split over the batch axis: not modelled
     size = dict(zip(rhs, kernel.shape))
     if layer.path in shapes:
@@ -131,11 +131,11 @@ def _kernel_collectives(model, distribution, sizes, layer, kernel, letters, shap
     produced = [c for c in rhs if c in out]
 
     def per_device(dims, divided_by):
-        parts = math.prod(sizes[a] for c in divided_by for a in _axes_used([axes[c]]))
+        parts = math.prod(sizes[a] for c in divided_by for a in axes_used([axes[c]]))
         return math.prod(size[c] for c in dims) * itemsize // batch_parts // parts
 
     def split_axes(dims):
-        return dict.fromkeys(a for c in dims for a in _axes_used([axes[c]]) if sizes[a] > 1)
+        return dict.fromkeys(a for c in dims for a in axes_used([axes[c]]) if sizes[a] > 1)
 
     found = [Collective("all-reduce", (axis,), 1, per_device(out, produced),
                         f"expected: partial sums of {layer.path}'s output combined over '{axis}'")
@@ -154,22 +154,15 @@ def not_modelled(model, distribution) -> list[str]:
     notes = []
     for variable in model.trainable_variables:
         axes = tuple(distribution.get_variable_layout(variable).axes)
-        if not _axes_used(axes) or variable.path.endswith("/bias"):
+        if not axes_used(axes) or variable.path.endswith("/bias"):
             continue  # whole, or a bias (added where its layer's output already is)
-        if batch_axis in _axes_used(axes):
+        if batch_axis in axes_used(axes):
             notes.append(f"{variable.path} is split {axes}, over the batch axis '{batch_axis}': gathered where "
                          f"it is used, or the activations are gathered instead")
         elif id(variable) not in modelled:
             notes.append(f"{variable.path} {tuple(variable.shape)} is split {axes}: not the kernel of a Dense or "
                          f"EinsumDense layer (an embedding, a norm, a custom layer)")
     return notes
-
-
-def _axes_used(axes) -> list[str]:
-    used = []
-    for entry in axes:
-        used += [entry] if isinstance(entry, str) else list(entry or ())
-    return used
 
 
 def _kernels(model, shapes):
@@ -199,3 +192,12 @@ def _takes_model_input(model, layer) -> bool:
         return any(layer.input is tensor for tensor in model.inputs)
     except (AttributeError, ValueError):
         return False
+
+
+def moved_to_the_update(model, distribution, rows) -> dict[tuple, int]:
+    """Expected bytes the program sends another way, by (kind, axes): the gradient sums of the weights whose
+    update XLA computes split over the batch axis (`attribution` finds them: `CollectiveRow.updates`) go to
+    that update's collectives instead of an all-reduce of their own."""
+    updated = {path for row in rows for path in row.updates}
+    return {("all-reduce", (distribution.batch_dim_name,)): sum(
+        placement(v).largest_shard_bytes for v in model.trainable_variables if v.path in updated)}

@@ -4,8 +4,8 @@ import pytest
 
 pytest.importorskip("keras_hub")
 
-from course_utils.fit import will_it_fit  # noqa: E402
-from course_utils.sizing import GIB, LAYOUTS, PRESETS  # noqa: E402
+from course_utils.memory.fit import will_it_fit  # noqa: E402
+from course_utils.memory.presets import GIB, LAYOUTS, PRESETS  # noqa: E402
 
 
 def test_gemma_7b_per_device_shrinks_with_each_split():

@@ -8,8 +8,8 @@ import pytest
 keras_hub = pytest.importorskip("keras_hub")
 
 from course_utils import make_mesh, memory_report  # noqa: E402
-from course_utils.memory import planned_memory  # noqa: E402
-from course_utils.sizing import (  # noqa: E402
+from course_utils.memory.state import planned_memory  # noqa: E402
+from course_utils.memory.presets import (  # noqa: E402
     LAYOUTS, MESH_AXES, PRESETS, abstract_model, layout_for, training_memory, without_axis)
 
 TINY_GEMMA = dict(vocabulary_size=512, num_layers=2, num_query_heads=4, num_key_value_heads=4, hidden_dim=64,
@@ -122,7 +122,7 @@ def test_a_preset_is_built_once_for_each_set_of_overrides():
 
 @pytest.mark.parametrize("dtype", ["float8", "int8", "fp32"])
 def test_a_dtype_keras_does_not_train_in_is_refused_with_the_ones_it_does(dtype):
-    from course_utils.sizing import training_memory
+    from course_utils.memory.presets import training_memory
 
     with pytest.raises(ValueError, match=rf"dtype must be one of \('float32', .*\)\. Received: dtype='{dtype}'"):
         training_memory("gemma_2b_en", (2, 4), dtype=dtype)

@@ -1,7 +1,7 @@
 """Will it fit? What each device holds at the peak of a training step, model by mesh, beside device sizes.
 
 Per device, in GiB, for a dtype policy:
-- the training state: weights, gradients and Adam's moments (`sizing.training_memory`, from shapes);
+- the training state: weights, gradients and Adam's moments (`presets.training_memory`'s sums, from shapes);
 - the activations the step keeps for its backward pass, for a global batch of `batch` sequences of
   `seq` tokens (`activations.saved_for_backward`, traced from shapes), split over the batch axis
   (tensor parallelism also splits part of them over `model`: on a mesh with a `model` axis this is
@@ -18,9 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from course_utils import fit_checks
 from course_utils._table import Table
-from course_utils.sizing import GIB, MESH_AXES, PRESETS, Preset, abstract_model, layout_for, training_memory
+from course_utils.layouts.layout_map import layout_for as variable_layout
+from course_utils.layouts.layout_map import layout_rows
+from course_utils.memory import fit_checks
+from course_utils.memory.presets import GIB, MESH_AXES, PRESETS, Preset, abstract_model, layout_for
+from course_utils.memory.state import memory_of_rows, shape_only_optimizer
+from course_utils.mesh import make_mesh
+from course_utils.placements import axes_used, indivisible
 
 HEADROOM = 0.10  # "fits" only with at least this share of the device left
 SCRATCH = 0.10  # XLA's working memory, allowed for as this share of the rest
@@ -168,6 +173,8 @@ def will_it_fit(models=tuple(PRESETS), mesh_shapes=((1, 8), (2, 4), (8, 1)), *, 
     is a row that says why (its `split`, in the report's notes), not an error. Arguments that
     are not what is described above are refused before anything is built, with what to give.
     """
+    import keras
+
     from course_utils.devices import course_devices
 
     if dtype not in POLICIES:
@@ -182,10 +189,11 @@ def will_it_fit(models=tuple(PRESETS), mesh_shapes=((1, 8), (2, 4), (8, 1)), *, 
         built = model if not isinstance(model, (str, Preset)) else abstract_model(model, dtype=dtype)
         saved = None
         if batch is not None:
-            from course_utils.activations import saved_for_backward
+            from course_utils.memory.activations import saved_for_backward
 
             saved = saved_for_backward(built, batch, seq)
-        rows += [_fit(str(name), built, shape, layout, saved, remat) for shape in mesh_shapes]
+        adam = shape_only_optimizer(keras.optimizers.Adam(), built)  # its slots serve every mesh and layout
+        rows += [_fit(str(name), built, adam, shape, layout, saved, remat) for shape in mesh_shapes]
     counted = PARTS if batch is not None else PARTS[:3]
     step = (f", activations for a batch of {batch} x {seq} tokens{' (rematerialised)' if remat else ''}, "
             f"FSDP's gathered weights and {SCRATCH:.0%} for XLA" if batch is not None else " (activations not counted)")
@@ -193,12 +201,15 @@ def will_it_fit(models=tuple(PRESETS), mesh_shapes=((1, 8), (2, 4), (8, 1)), *, 
         f"GiB per device, {dtype}, Adam, the {layout} layout: training state{step}"))
 
 
-def _fit(name: str, model, shape: tuple, layout: str, saved, remat: bool) -> Fit:
+def _fit(name: str, model, optimizer, shape: tuple, layout: str, saved, remat: bool) -> Fit:
+    """One model on one mesh, laid out once: its training state, FSDP's gathered weights, or why it cannot split."""
+    distribution = layout_for(type(model), make_mesh(shape, MESH_AXES), layout)
     try:
-        fullest = max(training_memory(model, shape, layout=layout).rows, key=lambda r: r.total)
+        rows = layout_rows(model, distribution, optimizer_variables=optimizer.variables, compare_arrays=False)
     except ValueError as error:
-        split = cannot_split(model, shape, layout)
+        split = cannot_split(model, distribution)
         return Fit(name, shape, 0.0, 0.0, 0.0, problem=str(split or error), split=split)
+    fullest = max(memory_of_rows(model, rows, title="").rows, key=lambda r: r.total)
     state = [getattr(fullest, part) / GIB for part in ("weights", "gradients", "optimizer")]
     if saved is None:
         return Fit(name, shape, *state)
@@ -206,20 +217,17 @@ def _fit(name: str, model, shape: tuple, layout: str, saved, remat: bool) -> Fit
         split = CannotSplit("the batch", (saved.batch, saved.seq), 0, saved.batch, MESH_AXES[:1], shape[0])
         return Fit(name, shape, *state, problem=str(split), split=split)
     activations = saved.total(remat=remat) / shape[0] / GIB
-    gathered = gathered_weights(model, shape, layout) / GIB
+    weights = {v.path for v in model.weights}
+    gathered = gathered_weights([r for r in rows if r.path in weights], shape[0]) / GIB
     scratch = SCRATCH * (sum(state) + activations + gathered)
     return Fit(name, shape, *state, activations=activations, gathered=gathered, scratch=scratch)
 
 
-def cannot_split(model, mesh_shape: tuple[int, ...], layout: str = "official") -> CannotSplit | None:
-    """The first weight of `model` whose layout (Keras's own lookup) does not divide on the mesh, and how
-    many more do not; None when every weight divides (the layout fails for another reason)."""
-    from course_utils.layout import layout_for as variable_layout
-    from course_utils.mesh import make_mesh
-    from course_utils.placements import indivisible
-
-    distribution = layout_for(type(model), make_mesh(mesh_shape, MESH_AXES), layout)
-    sizes = dict(zip(MESH_AXES, mesh_shape))
+def cannot_split(model, distribution) -> CannotSplit | None:
+    """The first weight of `model` whose layout under `distribution` (Keras's own lookup) does not divide on its
+    mesh, and how many more do not; None when every weight divides (the layout fails for another reason)."""
+    mesh = distribution.device_mesh
+    sizes = dict(zip(mesh.axis_names, mesh.shape))
     found = [(v, hit) for v in model.variables
              for hit in indivisible(tuple(v.shape), tuple(variable_layout(distribution, v).axes), sizes)[:1]]
     if not found:
@@ -228,20 +236,19 @@ def cannot_split(model, mesh_shape: tuple[int, ...], layout: str = "official") -
     return CannotSplit(variable.path, tuple(variable.shape), dim, size, tuple(axes), parts, others)
 
 
-def gathered_weights(model, mesh_shape, layout: str = "official") -> int:
+def gathered_weights(weight_rows, parts: int) -> int:
     """Bytes per device FSDP adds inside a step: the two largest decoder blocks gathered along the batch axis.
 
-    A weight split over the batch axis is gathered whole along it where it is used, then freed;
-    XLA fetches the next block's while one is in use. 0 when no weight is split over that axis.
-    """
-    from course_utils.layout import layout_rows
-    from course_utils.mesh import make_mesh
+    A weight split over the batch axis (`parts` devices) is gathered whole along it where it is used, then
+    freed; XLA fetches the next block's while one is in use. 0 when no weight is split over that axis.
 
-    distribution = layout_for(type(model), make_mesh(mesh_shape, MESH_AXES), layout)
-    parts = mesh_shape[0]
+    Args:
+        weight_rows: `layout_rows` of the model's weights.
+        parts: The size of the batch axis.
+    """
     extra: dict[str, int] = {}
-    for row in layout_rows(model, distribution, compare_arrays=False):
-        if MESH_AXES[0] in [a for entry in row.axes for a in (entry if isinstance(entry, tuple) else (entry,))]:
+    for row in weight_rows:
+        if MESH_AXES[0] in axes_used(row.axes):
             group = _block_of(row.path)
             extra[group] = extra.get(group, 0) + row.bytes_per_device * (parts - 1)
     return sum(sorted(extra.values(), reverse=True)[:2])

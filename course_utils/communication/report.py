@@ -1,30 +1,26 @@
 """What a training step communicates: the collectives of the real compiled step, beside the layout's expectation.
 
 `communication_report` compiles one training step of the model, as `fit` runs it, under the
-distribution, reads its collectives from the compiled text (`hlo`), attributes each to the layer
-it comes from, and sets them beside what the layout predicts (`collectives`).
+distribution (`train_step`), reads its collectives from the compiled text (`hlo`), attributes each
+to the layer it comes from (`attribution`), and sets them beside what the layout predicts
+(`expectation`).
 """
 
 from __future__ import annotations
 
-import numpy as np
 
 from course_utils._table import Table
-from course_utils.collectives import LayerTable, attribute, by_layer, unmodelled_part
-from course_utils.expectation import OPTIONAL, expected_collectives, not_modelled
-from course_utils.compiling import READING_COMPILE, layer_names_kept
+from course_utils.communication.attribution import LayerTable, attribute, by_layer, unmodelled_part
+from course_utils.communication.expectation import OPTIONAL, expected_collectives, moved_to_the_update, not_modelled
+from course_utils.xla_settings import READING_COMPILE
 from course_utils.guards import require_batch_splits
-from course_utils.hlo import Collective, collective_ops, parse_collectives
-from course_utils.keras_internals import state_shardings, symbolic_build, training_state
-from course_utils.layer_outputs import layer_outputs
-from course_utils.layout import require_laid_out
-from course_utils.memory import check_trainable
-from course_utils.placements import placement
+from course_utils.communication.hlo import Collective, collective_ops, summed
+from course_utils.communication.train_step import compiled_train_step, jax_leaves, training_batch
+from course_utils.layouts.layer_outputs import layer_outputs
+from course_utils.layouts.layout_map import require_laid_out
+from course_utils.memory.state import check_trainable
 
 SCALAR_SLACK = 64  # bytes: the loss and metric scalars ride along with the gradients
-
-__all__ = ["CommunicationReport", "communication_report", "compiled_train_step", "training_batch"]
-
 
 class CommunicationReport(Table):
     """Collectives found in a compiled training step, beside the layout's expectation.
@@ -44,13 +40,14 @@ class CommunicationReport(Table):
 
     def __init__(self, compiled, expected, *, title: str, collectives=(), not_modelled=(), hlo: str = "",
                  axis_names: tuple[str, ...] = (), mesh_shape: tuple[int, ...] = (), parts=None,
-                 compiled_with: str = "", excused=None):
+                 compiled_with: str = "", excused=None, ops=None):
         super().__init__(list(compiled) + list(expected), title=title)
         self._parts = dict(parts or {})  # instruction name -> the unmodelled part it belongs to
         self._excused = dict(excused or {})  # (kind, axes) -> expected bytes the program moves another way
         self.compiled_with = compiled_with
         self.axis_names, self.mesh_shape = tuple(axis_names), tuple(mesh_shape)
-        self._ops = self._by_layer = None  # read once, on first use
+        self._ops = None if ops is None else list(ops)  # read from the text once, by whoever reads it first
+        self._by_layer = None  # summed once, on first use
         self.compiled = list(compiled)
         self.expected = list(expected)
         self.collectives = list(collectives)
@@ -170,7 +167,7 @@ def communication_report(model, distribution, batch, *, target_shape=None, targe
         target_shape: With a shape for `batch`: the targets' global shape.
         target_dtype: With a shape for `batch`: the targets' dtype.
         compile: "quick" compiles with XLA's backend optimisations off
-            (`compiling.READING_COMPILE`): the same collectives carrying the same
+            (`xla_settings.READING_COMPILE`): the same collectives carrying the same
             bytes as XLA's full compile, several times sooner, though XLA may
             combine a few of them differently; "full" compiles with XLA's
             defaults, as the step that runs. The report says which.
@@ -192,104 +189,20 @@ def communication_report(model, distribution, batch, *, target_shape=None, targe
     require_batch_splits(data, distribution, "communication_report")
     hlo = compiled_train_step(model, distribution, data, options=COMPILES[compile])
     mesh = distribution.device_mesh
-    ops = collective_ops(hlo, tuple(mesh.axis_names), tuple(mesh.shape))
-    compiled = parse_collectives(hlo, tuple(mesh.axis_names), tuple(mesh.shape))
+    ops = collective_ops(hlo, tuple(mesh.axis_names), tuple(mesh.shape))  # the program's text, read once
+    compiled = summed(ops)
     outputs = layer_outputs(model, data[0])
     first = jax_leaves(data[0])[0]
     expected = expected_collectives(model, distribution, tuple(first.shape), outputs=outputs)
     shapes = ", ".join(str(tuple(leaf.shape)) for leaf in jax_leaves(data[0]))
     rows = attribute(ops, model, distribution, outputs)
     parts = {row.name: part for row in rows if (part := unmodelled_part(row, model, distribution))}
-    updated = {path for row in rows for path in row.updates}  # their gradients go to a split update instead
-    excused = {("all-reduce", (distribution.batch_dim_name,)): sum(
-        max(placement(v).bytes_per_device.values()) for v in model.trainable_variables if v.path in updated)}
+    excused = moved_to_the_update(model, distribution, rows)
     with_ = ("compiled quickly, XLA's backend optimisations off: the collectives and bytes of the full compile "
              "(communication_report(..., compile='full') for XLA's own)" if compile == "quick"
              else "compiled with XLA's defaults, as the step that runs")
     return CommunicationReport(
         compiled, expected, collectives=rows, parts=parts, compiled_with=with_, excused=excused,
-        not_modelled=not_modelled(model, distribution), hlo=hlo, axis_names=mesh.axis_names, mesh_shape=mesh.shape,
+        not_modelled=not_modelled(model, distribution), hlo=hlo, axis_names=mesh.axis_names, mesh_shape=mesh.shape, ops=ops,
         title=(f"One training step of {model.name}, batch {shapes}, "
                f"{type(distribution).__name__} on {tuple(mesh.shape)} {tuple(mesh.axis_names)}"))
-
-
-def jax_leaves(tree) -> list:
-    import jax
-
-    return jax.tree.leaves(tree)
-
-
-def training_batch(model, batch, target_shape=None, target_dtype=None) -> tuple:
-    """`(x, y[, sample_weight])` as `jax.ShapeDtypeStruct`s, from a batch or from the input's shape."""
-    import jax
-
-    if isinstance(batch, (tuple, list)) and batch and all(isinstance(d, (int, np.integer)) for d in batch):
-        x = jax.ShapeDtypeStruct(tuple(int(d) for d in batch), _input_dtype(model))
-        return x, _default_targets(model, x, target_shape, target_dtype)
-    if target_shape is not None or target_dtype is not None:
-        raise ValueError("target_shape and target_dtype go with a batch given as a shape; with a real batch "
-                         f"(x, y), y says them. Received: target_shape={target_shape}, target_dtype={target_dtype}.")
-    parts = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
-    if not 1 <= len(parts) <= 3:
-        raise ValueError(f"batch must be (x, y) or (x, y, sample_weight) as fit takes it, or the input's "
-                         f"shape. Received a {type(batch).__name__} of {len(parts)} items.")
-    try:
-        return jax.tree.map(lambda a: jax.ShapeDtypeStruct(tuple(a.shape), np.dtype(a.dtype)), parts)
-    except (AttributeError, TypeError) as error:
-        raise ValueError(f"Every leaf of batch needs .shape and .dtype (arrays or jax.ShapeDtypeStruct). "
-                         f"Received: {batch!r:.200}. ({error})") from None
-
-
-def _input_dtype(model) -> str:
-    inputs = getattr(model, "inputs", None) or []
-    return inputs[0].dtype if inputs else "float32"
-
-
-def _default_targets(model, x, target_shape, target_dtype):
-    import jax
-    import keras
-
-    if target_shape is None:
-        output = model.compute_output_spec(keras.KerasTensor(x.shape, x.dtype))
-        target_shape = tuple(output.shape)
-        if _sparse_loss(model):
-            target_shape = target_shape[:-1]
-    dtype = target_dtype or ("int32" if _sparse_loss(model) else "float32")
-    return jax.ShapeDtypeStruct(tuple(target_shape), dtype)
-
-
-def _sparse_loss(model) -> bool:
-    loss = getattr(model, "loss", None)
-    if isinstance(loss, str):
-        return "sparse" in loss
-    names = (getattr(loss, "name", None), getattr(loss, "__name__", None), getattr(getattr(loss, "fn", None), "__name__", None))
-    return any("sparse" in str(n) for n in names if n)
-
-
-def compiled_train_step(model, distribution, batch, *, options: dict | None = READING_COMPILE) -> str:
-    """The text of Keras's training step compiled by XLA under `distribution`.
-
-    Args:
-        model: A compiled, built model.
-        distribution: The distribution the step runs under.
-        batch: `(x, y[, sample_weight])` of `jax.ShapeDtypeStruct`s (see `training_batch`);
-            each is laid out as `fit` lays out data (`distribution.get_data_layout`).
-        options: XLA compiler options. The default, `devices.READING_COMPILE`,
-            turns XLA's backend optimisations off: they do not change the
-            collectives the partitioner inserts, and cost most of the time.
-            None: XLA's defaults.
-    """
-    import jax
-
-    def laid_out(spec):
-        return jax.ShapeDtypeStruct(spec.shape, spec.dtype,
-                                    sharding=distribution.get_data_layout(spec.shape).backend_layout)
-
-    batch = jax.tree.map(laid_out, batch)
-    with distribution.scope():
-        symbolic_build(model, batch)
-        state = training_state(model)
-        step = jax.jit(model.train_step, out_shardings=(None, state_shardings(model)))
-        with layer_names_kept():
-            lowered = step.lower(state, batch)
-        return lowered.compile(compiler_options=options).as_text()

@@ -13,7 +13,7 @@ from keras import distribution
 
 from course_utils import (check_layout_map, communication_report, explain_layout, make_mesh, memory_report,
                           placement)
-from course_utils.layer_outputs import layer_outputs
+from course_utils.layouts.layer_outputs import layer_outputs
 
 CONFIG = dict(vocabulary_size=128, num_layers=2, num_query_heads=4, num_key_value_heads=4, hidden_dim=64,
               intermediate_dim=128)
@@ -190,9 +190,9 @@ FAMILIES = {**{name: BACKBONES[name] for name in ("gemma", "llama")},
 
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_the_quick_compile_moves_the_bytes_of_xlas_full_compile_on_every_official_map(mesh, name):
-    from course_utils.communication import compiled_train_step, training_batch
-    from course_utils.compiling import READING_COMPILE
-    from course_utils.hlo import parse_collectives
+    from course_utils.communication.report import compiled_train_step, training_batch
+    from course_utils.xla_settings import READING_COMPILE
+    from course_utils.communication.hlo import parse_collectives
 
     cls, config = FAMILIES[name]
     dist = distribution.ModelParallel(layout_map=cls.get_layout_map(mesh), batch_dim_name="batch")

@@ -175,9 +175,9 @@ def test_attention_and_sequence_length_are_modelled():
 
 
 def test_the_reading_compile_has_the_collectives_of_xla_s_full_compile():
-    from course_utils.communication import compiled_train_step, training_batch
-    from course_utils.compiling import READING_COMPILE
-    from course_utils.hlo import parse_collectives
+    from course_utils.communication.report import compiled_train_step, training_batch
+    from course_utils.xla_settings import READING_COMPILE
+    from course_utils.communication.hlo import parse_collectives
 
     model, mp = tensor_parallel_block("adam")
     batch = training_batch(model, (16, 8, 32))

@@ -6,9 +6,9 @@ import pytest
 
 keras_hub = pytest.importorskip("keras_hub")
 
-from course_utils.activations import _traced_bytes, saved_for_backward  # noqa: E402
-from course_utils.fit import SCRATCH, will_it_fit  # noqa: E402
-from course_utils.sizing import abstract_model, causal_lm_of  # noqa: E402
+from course_utils.memory.activations import _traced_bytes, saved_for_backward  # noqa: E402
+from course_utils.memory.fit import SCRATCH, will_it_fit  # noqa: E402
+from course_utils.memory.presets import abstract_model, causal_lm_of  # noqa: E402
 
 TINY = dict(vocabulary_size=512, num_layers=2, num_query_heads=4, num_key_value_heads=4, hidden_dim=64,
             intermediate_dim=256, head_dim=16)

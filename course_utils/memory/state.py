@@ -14,16 +14,15 @@ Activations are not counted here.
 from __future__ import annotations
 
 import warnings
-import weakref
 from dataclasses import dataclass
 
 from course_utils._table import Table
 from course_utils.devices import scope_for
 from course_utils.guards import require_model
 from course_utils.keras_internals import forget_deferred
-from course_utils.layout import layout_rows, outside_the_mesh
+from course_utils.layouts.layout_map import layout_rows, outside_the_mesh
 from course_utils.mesh import describe_distribution
-from course_utils.placements import placement
+from course_utils.placements import per_device, placement
 
 
 @dataclass(frozen=True)
@@ -51,15 +50,6 @@ class MemoryReport(Table):
     @property
     def max_total(self) -> int:
         return max(r.total for r in self.rows)
-
-
-def per_device(placements) -> dict[str, int]:
-    """Bytes per device of several tensors, summed from their `Placement`s (the one sum of the course)."""
-    totals: dict[str, int] = {}
-    for p in placements:
-        for device, n in p.device_bytes:
-            totals[device] = totals.get(device, 0) + n
-    return totals
 
 
 def training_memory_of(weights, gradients, optimizer, *, title: str) -> MemoryReport:
@@ -145,26 +135,12 @@ def shape_only_optimizer(optimizer, model):
     return optimizer
 
 
-_DEFAULT_OPTIMIZERS: dict[int, tuple] = {}  # id(model) -> (weakref to it, its trainable paths, Adam)
-
-
 def _default_optimizer(model):
-    """A shape-only `Adam()` built on the model's trainable variables, built once per model.
-
-    Its slots do not depend on the distribution, so one plan serves every
-    mesh and layout (`will_it_fit` plans each model nine times).
-    """
+    """A shape-only `Adam()` built on the model's trainable variables (a caller planning one model many times,
+    such as `will_it_fit`, builds it once and passes it)."""
     import keras
 
-    paths = tuple(v.path for v in model.trainable_variables)
-    cached = _DEFAULT_OPTIMIZERS.get(id(model))
-    if cached and cached[0]() is model and cached[1] == paths:
-        return cached[2]
-    for key in [k for k, (ref, _, _) in _DEFAULT_OPTIMIZERS.items() if ref() is None]:
-        del _DEFAULT_OPTIMIZERS[key]
-    optimizer = shape_only_optimizer(keras.optimizers.Adam(), model)
-    _DEFAULT_OPTIMIZERS[id(model)] = (weakref.ref(model), paths, optimizer)
-    return optimizer
+    return shape_only_optimizer(keras.optimizers.Adam(), model)
 
 
 def check_trainable(model, what: str) -> None:

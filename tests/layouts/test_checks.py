@@ -214,7 +214,7 @@ def test_an_unmatched_key_says_misspelling_or_no_such_part(mlp, mesh):
 def test_official_maps_warn_about_the_expert_kernels_and_untied_output_projections_they_leave_whole(name, whole):
     keras_hub = pytest.importorskip("keras_hub")
     from course_utils import make_mesh
-    from course_utils.sizing import abstract_model
+    from course_utils.memory.presets import abstract_model
 
     config = dict(vocabulary_size=512, num_layers=1, num_query_heads=4, num_key_value_heads=4, hidden_dim=64,
                   intermediate_dim=128)

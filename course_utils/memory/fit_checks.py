@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from course_utils.sizing import LAYOUTS, MESH_AXES, PRESETS, Preset
+from course_utils.memory.presets import LAYOUTS, MESH_AXES, PRESETS, Preset
 
 _NUMBER = (int, float, np.integer, np.floating)
 

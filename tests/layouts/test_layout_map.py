@@ -4,7 +4,7 @@ import pytest
 from keras import distribution
 
 from course_utils import explain_layout, make_mesh, placement
-from course_utils.layout import UNMATCHED
+from course_utils.layouts.layout_map import UNMATCHED
 
 
 def test_explain_layout_rows_come_from_keras(mesh, mlp, good_map):

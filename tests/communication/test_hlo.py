@@ -1,6 +1,6 @@
 """Reading collectives from compiled XLA text, in every device-group format XLA prints."""
 
-from course_utils.hlo import Source, collective_ops, parse_collectives
+from course_utils.communication.hlo import Source, collective_ops, parse_collectives
 
 
 def test_parse_every_group_format():
@@ -32,7 +32,7 @@ def test_counts_add_up_per_kind_and_axes():
 
 
 def test_op_names_unwrap_transformations_and_split_combined_sources():
-    from course_utils.hlo import parse_op_name
+    from course_utils.communication.hlo import parse_op_name
 
     (backward,) = parse_op_name("jit(train_step)/transpose(jvp(gemma_backbone))/decoder_block_0/ffw_gating/"
                                 "btd,df->btf/dot_general")
@@ -49,7 +49,7 @@ def test_op_names_unwrap_transformations_and_split_combined_sources():
 
 
 def test_collective_ops_read_the_source_and_the_program_input():
-    from course_utils.hlo import collective_ops
+    from course_utils.communication.hlo import collective_ops
 
     text = "\n".join([
         '  %param.12 = f32[32,16]{1,0} parameter(7), sharding={devices=[2,4]<=[8]}, metadata={op_name="state[0][7]"}',

@@ -7,7 +7,7 @@ loss (a weight, a token) is an activation the step keeps. The model is traced wi
 and with two: their difference is one block's activations, scaled to the preset's depth.
 
 XLA keeps a little less than the traced program names (it fuses some of them away): on the CPU, a
-tiny Gemma's compiled gradient holds about 0.8 of them, at every batch size (tests/test_activations.py
+tiny Gemma's compiled gradient holds about 0.8 of them, at every batch size (tests/memory/test_activations.py
 checks it against `compiled.memory_analysis()`). Rematerialisation (`jax.checkpoint` of each block)
 trades them for compute: the step then keeps each block's input and recomputes the rest, one block
 at a time, in the backward pass.
@@ -82,7 +82,7 @@ def _traced_bytes(backbone_class, config: dict, batch: int, seq: int) -> int:
     """Bytes of what the backward pass of the language model's loss reads, inputs aside."""
     import jax
 
-    from course_utils.sizing import causal_lm_of, shape_only_backbone
+    from course_utils.memory.presets import causal_lm_of, shape_only_backbone
 
     lm = causal_lm_of(shape_only_backbone(backbone_class, config))
     specs = lambda variables: [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype) for v in variables]

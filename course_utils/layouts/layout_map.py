@@ -2,7 +2,7 @@
 
 Which rule a variable matched is Keras's answer (`LayoutMap` lookup and
 `distribution.get_variable_layout`); this module only reports it.
-`layout_checks` finds what would go wrong with a map before training.
+`checks` finds what would go wrong with a map before training.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from course_utils._table import Table
 from course_utils.guards import require_mesh, require_model
 from course_utils.keras_internals import layout_map_of
-from course_utils.placements import Placement, placement, planned_placement
+from course_utils.placements import Placement, per_device, placement, planned_placement
 
 UNMATCHED = "replicated: no rule matched"
 
@@ -128,8 +128,6 @@ class LayoutReport(Table):
     @property
     def bytes_per_device(self) -> dict[str, int]:
         """Total bytes each device holds for all rows."""
-        from course_utils.memory import per_device
-
         return per_device(r.placement for r in self.rows)
 
 
@@ -222,7 +220,7 @@ def layout_rows(model, distribution, *, optimizer_variables=(), compare_arrays: 
             axes += (None,) * (len(shape) - len(axes))
         rows.append(LayoutRow(
             path=variable.path, shape=shape, dtype=str(variable.dtype), rule=rule, axes=axes,
-            shard_shape=planned.shard_shape, bytes_per_device=max(planned.bytes_per_device.values()),
+            shard_shape=planned.shard_shape, bytes_per_device=planned.largest_shard_bytes,
             placement=planned,
             as_planned=placement(variable, name=variable.path) == planned if compare_arrays else None,
         ))

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 
 from course_utils._table import Table
-from course_utils.hlo import CollectiveOp
-from course_utils.placements import placement
+from course_utils.communication.hlo import CollectiveOp
+from course_utils.placements import axes_used, placement
 
 LOSS, STEP = "(loss)", "(training step)"
 
@@ -125,7 +125,7 @@ def unmodelled_part(row: CollectiveRow, model, distribution) -> str | None:
         return UPDATE
     batch_axis = distribution.batch_dim_name
     layers = set(row.layer.split(" + "))
-    split = [v.path.rsplit("/", 1)[0] in layers and batch_axis in _axes_of(distribution, v)
+    split = [v.path.rsplit("/", 1)[0] in layers and batch_axis in axes_used(distribution.get_variable_layout(v).axes)
              for v in model.trainable_variables if v.path.rsplit("/", 1)[0] in layers]
     if row.gradient and not all(split or [False]):
         return None  # the gradient sums of weights not split over the batch axis: modelled
@@ -156,7 +156,7 @@ def _update_row(op: CollectiveOp, owners, distribution) -> CollectiveRow:
     layers = list(dict.fromkeys(v.path.rsplit("/", 1)[0] for v in owners))
     over = "+".join(op.axes) or "all devices"
     named = owners[0].path if len(owners) == 1 else f"one of {len(owners)} weights of this shape ({owners[0].path}, ...)"
-    replicated = all(distribution.batch_dim_name not in _axes_of(distribution, v) for v in owners)
+    replicated = all(distribution.batch_dim_name not in axes_used(distribution.get_variable_layout(v).axes) for v in owners)
     where = f"replicated over '{distribution.batch_dim_name}'" if replicated else "split"
     if op.kind == "all-gather":
         reason = (f"the optimizer's update of {named} ({where}): XLA computes it split over {over} and gathers "
@@ -168,11 +168,6 @@ def _update_row(op: CollectiveOp, owners, distribution) -> CollectiveRow:
                          op="", kind=op.kind, axes=op.axes, bytes=op.bytes, pass_="optimizer",
                          weight=owners[0].path if len(owners) == 1 else "", reason=reason, name=op.name,
                          updates=tuple(v.path for v in owners))
-
-
-def _axes_of(distribution, variable) -> list[str]:
-    return [a for entry in distribution.get_variable_layout(variable).axes
-            for a in (entry if isinstance(entry, tuple) else (entry,)) if a]
 
 
 def _layer_of(scope: str, scopes: dict[str, str]) -> str:

@@ -56,8 +56,8 @@ def test_an_unbuilt_model_is_refused_with_the_fix():
 
 
 def test_planned_from_layout_rows_equals_the_real_shards_with_adams_slots_on_their_weights():
-    from course_utils.layout import layout_rows
-    from course_utils.memory import memory_of_rows, planned_memory
+    from course_utils.layouts.layout_map import layout_rows
+    from course_utils.memory.state import memory_of_rows, planned_memory
 
     mp = megatron((2, 4))
     model = built_under(mp)

@@ -1,0 +1,270 @@
+"""Collectives in compiled XLA programs, read from the program's text.
+
+`jax.jit(f).lower(...).compile().as_text()` lists every collective the SPMD
+partitioner inserted, with the groups of devices it runs over. This module
+turns those lines into plain data: kind, mesh axes, count and bytes.
+
+Derived in notebook 02, which counts the collectives of a compiled gradient
+by hand; `communication_report` uses this version.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One kind of collective over some mesh axes, summed over the compiled step."""
+
+    kind: str
+    axes: tuple[str, ...]
+    count: int
+    bytes: int
+    source: str  # "compiled" or the reason it is expected
+
+
+@dataclass(frozen=True)
+class Source:
+    """The operation a compiled instruction came from, read from its `metadata={op_name=...}`.
+
+    Attributes:
+        scope: The JAX name stack of the operation with transformations
+            unwrapped, e.g. "gemma_backbone/decoder_block_0/ffw_gating"
+            (Keras layers open one name scope each).
+        op: The JAX primitive, e.g. "dot_general" or "reduce_sum".
+        backward: True inside the gradient (a `transpose(...)` of the forward pass).
+        detail: Name scopes that are not layers, e.g. an einsum's equation "btd,df->btf".
+    """
+
+    scope: str
+    op: str
+    backward: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class CollectiveOp:
+    """One collective instruction of a compiled program, with what XLA recorded about it.
+
+    Attributes:
+        name: The instruction's name in the program, e.g. "all-gather.30".
+        kind: "all-reduce", "all-gather", "reduce-scatter", "all-to-all" or "collective-permute".
+        axes: The mesh axes its device groups span.
+        bytes: Bytes of its result on each device.
+        shapes: The per-device shape of each result.
+        sources: The operations it was inserted for (several when XLA combined
+            collectives); empty when XLA recorded none.
+        operand: The program input its operand comes from, unchanged but for
+            copies and layouts: e.g. "state[0][7]" (trainable variable 7) or
+            "data[0]['token_ids']"; "" when it is computed.
+        parts: What XLA recorded for each array it moves, one tuple of sources
+            per array: for a collective XLA combined (a tuple result), read from
+            the `get-tuple-element` lines that take it apart; else `(sources,)`.
+        operand_sources: What XLA recorded for the instruction that computes its
+            (first) operand.
+    """
+
+    name: str
+    kind: str
+    axes: tuple[str, ...]
+    bytes: int
+    shapes: tuple[tuple[int, ...], ...]
+    sources: tuple[Source, ...]
+    operand: str = ""
+    parts: tuple[tuple[Source, ...], ...] = ()
+    operand_sources: tuple[Source, ...] = ()
+
+
+_OP = re.compile(r"=\s*(\(.*?\)|[a-z0-9]+\[[0-9,]*\](?:\{[^}]*\})?)\s+(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*(?:\(.*?\)|\S+)\s+([\w\-]+)\(([^)]*)\)")
+_OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
+_ARRAY = re.compile(r"([a-z]+[0-9]*)\[([0-9,]*)\]")
+_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
+          "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16}
+_PASS_THROUGH = ("bitcast", "copy", "fusion", "transpose", "reshape", "copy-start", "copy-done")
+_MOVES = {"wrapped", "copy", "bitcast", "transpose", "reshape"} | {str(i) for i in range(1000)}
+
+
+def parse_collectives(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int, ...]) -> list[Collective]:
+    """Collectives in compiled HLO text, grouped by kind and mesh axes."""
+    return summed(collective_ops(hlo, axis_names, mesh_shape))
+
+
+def summed(ops: list[CollectiveOp]) -> list[Collective]:
+    """Collective instructions summed per kind and mesh axes (count and bytes), in order of first appearance."""
+    found: dict[tuple, list[int]] = {}
+    for op in ops:
+        entry = found.setdefault((op.kind, op.axes), [0, 0])
+        entry[0] += 1
+        entry[1] += op.bytes
+    return [Collective(kind, axes, n, size, "compiled") for (kind, axes), (n, size) in found.items()]
+
+
+def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int, ...]) -> list[CollectiveOp]:
+    """Every collective instruction in compiled HLO text, in program order, with its sources.
+
+    Example:
+        >>> text = jax.jit(f).lower(x).compile().as_text()
+        >>> [(c.kind, c.axes, c.sources[0].scope) for c in collective_ops(text, ("data",), (8,))]
+    """
+    lines = hlo.splitlines()
+    producers, taken_apart = {}, {}
+    for line in lines:
+        match = _INSTRUCTION.match(line)
+        if match:
+            operands = re.findall(r"%([\w.\-]+)", match.group(3))
+            producers[match.group(1)] = (match.group(2), operands, line)
+            index = re.search(r"index=(\d+)", line)
+            if match.group(2) == "get-tuple-element" and index and operands:
+                taken_apart.setdefault(operands[0], {})[int(index.group(1))] = _sources(line)
+    ops = []
+    for line in lines:
+        match = _OP.search(line)
+        if not match:
+            continue
+        result, kind = match.groups()
+        arrays = [(t, tuple(int(d) for d in dims.split(",") if d)) for t, dims in _ARRAY.findall(result)]
+        size = sum(_BYTES.get(t, 4) * math.prod(dims) for t, dims in arrays)
+        instruction = _INSTRUCTION.match(line)
+        name, operands = (instruction.group(1), re.findall(r"%([\w.\-]+)", instruction.group(3))) \
+            if instruction else ("", [])
+        sources = _sources(line)
+        pieces = taken_apart.get(name, {}) if result.startswith("(") else {}
+        ops.append(CollectiveOp(
+            name=name, kind=kind, axes=_axes_of(line, axis_names, mesh_shape), bytes=size,
+            shapes=tuple(dims for _, dims in arrays), sources=sources,
+            operand=_program_input(operands, producers),
+            parts=tuple(pieces.get(i, ()) for i in range(max(pieces) + 1)) if pieces else (sources,),
+            operand_sources=_sources(producers[operands[0]][2]) if operands and operands[0] in producers else (),
+        ))
+    return ops
+
+
+def _sources(line: str) -> tuple[Source, ...]:
+    """The operations one instruction's line records (its `op_name`); empty when it records none."""
+    op_name = _OP_NAME.search(line)
+    return parse_op_name(op_name.group(1)) if op_name else ()
+
+
+def _program_input(operands, producers, depth: int = 8) -> str:
+    """The parameter an operand is read from through copies and layout changes ("" if computed)."""
+    if len(operands) != 1 or depth == 0 or operands[0] not in producers:
+        return ""
+    opcode, inner, line = producers[operands[0]]
+    if opcode == "parameter":
+        op_name = _OP_NAME.search(line)
+        return op_name.group(1).replace("\\'", "'") if op_name else ""
+    moves_only = opcode != "fusion" or set(re.split(r"[_.]", operands[0])) <= _MOVES | {"fusion"}
+    if opcode in _PASS_THROUGH and moves_only:
+        return _program_input(inner, producers, depth - 1)
+    return ""
+
+
+def parse_op_name(op_name: str) -> tuple[Source, ...]:
+    """The operations named by one `op_name`, e.g. "jit(step)/transpose(jvp(m))/d1/dot_general".
+
+    Transformations (`jvp(...)`, `transpose(...)`) are unwrapped, jitted
+    function names (`jit(...)`) dropped; a combined name "a/(b/x:c/y)" is
+    one source per alternative.
+    """
+    sources = []
+    for parts, backward in _expand(_split(op_name, "/"), False):
+        names = [p for p in parts if p]
+        if not names:
+            continue
+        scopes = [n for n in names[:-1] if not _is_detail(n)]
+        details = [n for n in names[:-1] if _is_detail(n)]
+        sources.append(Source("/".join(scopes), names[-1], backward, " ".join(details)))
+    return tuple(sources)
+
+
+def _expand(parts: list[str], backward: bool):
+    """Yields (plain names, backward) for each alternative spelled by `parts`."""
+    if not parts:
+        yield [], backward
+        return
+    head, rest = parts[0], parts[1:]
+    wrapper = re.fullmatch(r"([\w\-]+)\((.*)\)", head)
+    if head.startswith("(") and head.endswith(")"):
+        alternatives = [_split(a, "/") for a in _split(head[1:-1], ":")]
+    elif wrapper and wrapper.group(1) in ("jit", "pjit"):
+        alternatives = [[]]
+    elif wrapper:
+        alternatives = [_split(wrapper.group(2), "/")]
+        backward = backward or wrapper.group(1) == "transpose"
+    else:
+        alternatives = None
+    if alternatives is None:
+        for tail, back in _expand(rest, backward):
+            yield [head] + tail, back
+        return
+    for alternative in alternatives:
+        for inner, back in _expand(alternative, backward):
+            for tail, back2 in _expand(rest, back):
+                yield inner + tail, back2
+
+
+def _split(text: str, sep: str) -> list[str]:
+    """Splits `text` at `sep` outside parentheses."""
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if ch == sep and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    return parts + [current]
+
+
+def _is_detail(name: str) -> bool:
+    return "->" in name or "," in name
+
+
+def _axes_of(line: str, axis_names, mesh_shape) -> tuple[str, ...]:
+    """The mesh axes along which a collective's device groups vary."""
+    groups = _groups(line)
+    if groups is None:
+        return ()
+    coords = [np.array(np.unravel_index(np.asarray(g), mesh_shape)) for g in groups if len(g) > 1]
+    varying = {i for c in coords for i in range(len(mesh_shape)) if len(set(c[i])) > 1}
+    return tuple(a for i, a in enumerate(axis_names) if i in varying)
+
+
+def _iota(dims: str, perm: str | None) -> np.ndarray:
+    sizes = [int(v) for v in dims.split(",")]
+    ids = np.arange(math.prod(sizes)).reshape(sizes)
+    return ids.transpose([int(v) for v in perm.split(",")]) if perm else ids
+
+
+def _groups(line: str):
+    """Device groups of a collective, as lists of positions in the mesh's device order.
+
+    XLA writes them in one of three forms: a named mesh with the axes that
+    group devices (`mesh['axis_0'=2,'axis_1'=4] {'axis_0'}`, optionally with
+    `device_ids=([2,4]T(1,0))`), an iota (`[2,4]<=[8]`), or explicit lists.
+    """
+    named = re.search(r"replica_groups=mesh\[([^\]]*)\](?:,\s*device_ids=\(\[([0-9,]+)\](?:T\(([0-9,]+)\))?\))?"
+                      r"\s*\{([^}]*)\}", line)
+    if named:
+        sizes = [int(v) for v in re.findall(r"=(\d+)", named.group(1))]
+        ids = (_iota(named.group(2), named.group(3)) if named.group(2) else np.arange(math.prod(sizes)))
+        ids = ids.reshape(sizes)
+        chosen = [int(i) for i in re.findall(r"'axis_(\d+)'", named.group(4))]
+        rest = [i for i in range(len(sizes)) if i not in chosen]
+        return ids.transpose(rest + chosen).reshape(-1, math.prod(sizes[i] for i in chosen)).tolist()
+    iota = re.search(r"replica_groups=\[([0-9,]+)\]<=\[([0-9,]+)\](?:T\(([0-9,]+)\))?", line)
+    if iota:
+        groups = int(iota.group(1).split(",")[0])
+        return _iota(iota.group(2), iota.group(3)).reshape(groups, -1).tolist()
+    explicit = re.search(r"(?:replica_groups|source_target_pairs)=\{(\{[0-9,{} ]*\})\}", line)
+    if explicit:
+        return [[int(v) for v in g.split(",") if v] for g in re.findall(r"\{([0-9,]*)\}", explicit.group(1))]
+    return None

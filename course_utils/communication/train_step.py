@@ -1,0 +1,94 @@
+"""One real training step, compiled: Keras's `train_step`, laid out as `fit` lays it out, compiled by XLA.
+
+`compiled_train_step` gives the compiled program's text, which `hlo` reads; `training_batch` turns a
+batch (or just the input's shape) into the shapes and dtypes the step is compiled for.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from course_utils.keras_internals import state_shardings, symbolic_build, training_state
+from course_utils.xla_settings import READING_COMPILE, layer_names_kept
+
+
+def jax_leaves(tree) -> list:
+    import jax
+
+    return jax.tree.leaves(tree)
+
+
+def training_batch(model, batch, target_shape=None, target_dtype=None) -> tuple:
+    """`(x, y[, sample_weight])` as `jax.ShapeDtypeStruct`s, from a batch or from the input's shape."""
+    import jax
+
+    if isinstance(batch, (tuple, list)) and batch and all(isinstance(d, (int, np.integer)) for d in batch):
+        x = jax.ShapeDtypeStruct(tuple(int(d) for d in batch), _input_dtype(model))
+        return x, _default_targets(model, x, target_shape, target_dtype)
+    if target_shape is not None or target_dtype is not None:
+        raise ValueError("target_shape and target_dtype go with a batch given as a shape; with a real batch "
+                         f"(x, y), y says them. Received: target_shape={target_shape}, target_dtype={target_dtype}.")
+    parts = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
+    if not 1 <= len(parts) <= 3:
+        raise ValueError(f"batch must be (x, y) or (x, y, sample_weight) as fit takes it, or the input's "
+                         f"shape. Received a {type(batch).__name__} of {len(parts)} items.")
+    try:
+        return jax.tree.map(lambda a: jax.ShapeDtypeStruct(tuple(a.shape), np.dtype(a.dtype)), parts)
+    except (AttributeError, TypeError) as error:
+        raise ValueError(f"Every leaf of batch needs .shape and .dtype (arrays or jax.ShapeDtypeStruct). "
+                         f"Received: {batch!r:.200}. ({error})") from None
+
+
+def _input_dtype(model) -> str:
+    inputs = getattr(model, "inputs", None) or []
+    return inputs[0].dtype if inputs else "float32"
+
+
+def _default_targets(model, x, target_shape, target_dtype):
+    import jax
+    import keras
+
+    if target_shape is None:
+        output = model.compute_output_spec(keras.KerasTensor(x.shape, x.dtype))
+        target_shape = tuple(output.shape)
+        if _sparse_loss(model):
+            target_shape = target_shape[:-1]
+    dtype = target_dtype or ("int32" if _sparse_loss(model) else "float32")
+    return jax.ShapeDtypeStruct(tuple(target_shape), dtype)
+
+
+def _sparse_loss(model) -> bool:
+    loss = getattr(model, "loss", None)
+    if isinstance(loss, str):
+        return "sparse" in loss
+    names = (getattr(loss, "name", None), getattr(loss, "__name__", None), getattr(getattr(loss, "fn", None), "__name__", None))
+    return any("sparse" in str(n) for n in names if n)
+
+
+def compiled_train_step(model, distribution, batch, *, options: dict | None = READING_COMPILE) -> str:
+    """The text of Keras's training step compiled by XLA under `distribution`.
+
+    Args:
+        model: A compiled, built model.
+        distribution: The distribution the step runs under.
+        batch: `(x, y[, sample_weight])` of `jax.ShapeDtypeStruct`s (see `training_batch`);
+            each is laid out as `fit` lays out data (`distribution.get_data_layout`).
+        options: XLA compiler options. The default, `devices.READING_COMPILE`,
+            turns XLA's backend optimisations off: they do not change the
+            collectives the partitioner inserts, and cost most of the time.
+            None: XLA's defaults.
+    """
+    import jax
+
+    def laid_out(spec):
+        return jax.ShapeDtypeStruct(spec.shape, spec.dtype,
+                                    sharding=distribution.get_data_layout(spec.shape).backend_layout)
+
+    batch = jax.tree.map(laid_out, batch)
+    with distribution.scope():
+        symbolic_build(model, batch)
+        state = training_state(model)
+        step = jax.jit(model.train_step, out_shardings=(None, state_shardings(model)))
+        with layer_names_kept():
+            lowered = step.lower(state, batch)
+        return lowered.compile(compiler_options=options).as_text()
