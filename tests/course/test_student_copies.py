@@ -66,3 +66,31 @@ def test_the_student_branch_holds_no_answer_note_claim_or_teachers_file(tmp_path
         copy = _git(repo, "show", f"student:notebooks/{path.name}")
         assert passages_in(copy, teacher_passages(nbformat.read(path, as_version=4))) == [], path.name
         assert not {"claims", "deck_summary"} & {k for c in json.loads(copy)["cells"] for k in c["metadata"]}
+
+
+def test_the_quiz_bank_lives_in_the_teachers_guide_which_no_student_copy_holds(tmp_path):
+    """The question bank, answers included, is in docs/TEACHING.md: the student branch built from a course
+    holding the real guide has no file with its heading or any of its questions, and neither has
+    `make student`'s folder."""
+    import re
+
+    guide = (ROOT / "docs" / "TEACHING.md").read_text()
+    assert "docs/TEACHING.md" in TEACHER_FILES and "## A question bank for quizzes" in guide
+    questions = [" ".join(q.split()) for q in re.findall(r"^- \*\*Q:\*\* (.*?)\n\s+\*\*A:\*\*", guide, re.S | re.M)]
+    assert len(questions) >= 30
+    repo = tmp_path / "course"
+    (repo / "docs").mkdir(parents=True)
+    (repo / "notebooks").mkdir()
+    (repo / "docs" / "TEACHING.md").write_text(guide)
+    (repo / "README.md").write_text("the course\n")
+    for path in LESSONS:
+        (repo / "notebooks" / path.name).write_bytes(path.read_bytes())
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=T", "-c", "user.email=t@x", "commit", "-qm", "the course")
+    write_student_branch(repo)
+    files = _git(repo, "ls-tree", "-r", "--name-only", "student").split()
+    copies = [_git(repo, "show", f"student:{name}") for name in files]
+    copies += [p.read_text() for p in build_student(ROOT / "notebooks", tmp_path / "student")]
+    seen = [" ".join(text.split()) for text in copies]
+    assert not [q for q in questions + ["A question bank for quizzes"] if any(q in text for text in seen)]
