@@ -34,7 +34,7 @@ from pathlib import Path
 from course_utils._table import shown
 from course_utils.devices import scope_for
 from course_utils.keras_internals import layout_map_of
-from course_utils.layouts.layout_map import require_valid_keys
+from course_utils.guards import require_valid_keys
 
 _PARTIAL = ".partial.keras"  # the name of an unfinished save ends so (Keras insists on ".keras")
 _SCRATCH = ".saving"  # the folder beside the target that holds everything an unfinished save wrote

@@ -437,13 +437,55 @@ def _two_dense_mlp(hidden=32):
 
 
 def _megatron_map(mesh):
-    from keras import distribution
+    from course_utils import make_layout_map
+    from course_utils.models import mlp_rules
 
-    layout_map = distribution.LayoutMap(mesh)
-    layout_map[".*d1/kernel"] = (None, "model")
-    layout_map[".*d1/bias"] = ("model",)
-    layout_map[".*d2/kernel"] = ("model", None)
-    return layout_map
+    return make_layout_map(mesh, mlp_rules())
+
+
+class TinyMlp:
+    """The memory and communication tests' MLP (16 -> 32 -> 4, `models.mlp`), compiled with Adam, and the
+    distributions they lay it out by."""
+
+    gradient_bytes = (16 * 32 + 32 + 32 * 4 + 4) * 4  # float32: every trainable weight once
+
+    @staticmethod
+    def build():
+        import keras
+
+        from course_utils import models
+
+        keras.utils.set_random_seed(0)
+        model = models.mlp(inputs=16, hidden=32, classes=4)
+        model.compile(optimizer="adam", loss="mse")
+        return model
+
+    @staticmethod
+    def data_parallel():
+        from keras import distribution
+
+        from course_utils import make_mesh
+
+        return distribution.DataParallel(device_mesh=make_mesh((8,), ("data",)))
+
+    @staticmethod
+    def megatron(shape=(2, 4)):
+        from keras import distribution
+
+        from course_utils import make_layout_map, make_mesh, models
+
+        layout_map = make_layout_map(make_mesh(shape, ("data", "model")), models.mlp_rules())
+        return distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+
+    def built_under(self, dist):
+        with dist.scope():
+            return self.build()
+
+
+@pytest.fixture
+def tiny():
+    """`TinyMlp`: the small MLP the memory and communication tests build, and its distributions."""
+    return TinyMlp()
 
 
 @pytest.fixture

@@ -97,9 +97,6 @@ def test_a_lesson_starts_keras_without_scikit_learn_and_can_still_import_it():
     assert out.stdout.splitlines() == ["False", "(1797, 64)"], out.stderr
 
 
-OLD_PATHS = ("hlo", "sizing", "layout_checks")  # TEMPORARY, until the notebooks name the new paths
-
-
 def test_the_library_imports_neither_drawing_nor_machinery():
     loaded = loaded_after("\n".join(f"import course_utils.{name}" for name in LIBRARY))
     assert "matplotlib" not in loaded
@@ -109,7 +106,7 @@ def test_the_library_imports_neither_drawing_nor_machinery():
 
 def test_every_top_level_module_and_folder_is_reachable_from_the_flat_api():
     folders = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
-    public = (set(TOP_LEVEL) | folders) - {"_table", "examples"} - set(OLD_PATHS)
+    public = (set(TOP_LEVEL) | folders) - {"_table", "examples"}
     assert set(CONCEPTS) <= folders
     assert public == set(course_utils._SUBMODULES), public ^ set(course_utils._SUBMODULES)
     for name in public:

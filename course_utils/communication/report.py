@@ -13,12 +13,10 @@ from course_utils._table import Table
 from course_utils.communication.attribution import LayerTable, attribute, by_layer, unmodelled_part
 from course_utils.communication.expectation import OPTIONAL, expected_collectives, moved_to_the_update, not_modelled
 from course_utils.xla_settings import READING_COMPILE
-from course_utils.guards import require_batch_splits
+from course_utils.guards import require_batch_splits, require_compiled, require_laid_out
 from course_utils.communication.hlo import Collective, collective_ops, summed
 from course_utils.communication.train_step import compiled_train_step, jax_leaves, training_batch
 from course_utils.layouts.layer_outputs import layer_outputs
-from course_utils.layouts.layout_map import require_laid_out
-from course_utils.memory.state import check_trainable
 
 SCALAR_SLACK = 64  # bytes: the loss and metric scalars ride along with the gradients
 
@@ -181,7 +179,7 @@ def communication_report(model, distribution, batch, *, target_shape=None, targe
         >>> report = communication_report(causal_lm, distribution, (x, y))
         >>> report.by_layer()
     """
-    check_trainable(model, "communication_report")
+    require_compiled(model, "communication_report")
     if compile not in COMPILES:
         raise ValueError(f"compile must be 'quick' or 'full'. Received: compile={compile!r}.")
     require_laid_out(model, distribution, "communication_report")

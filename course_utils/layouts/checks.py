@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from course_utils.keras_internals import all_layers
 from course_utils.layouts.layer_outputs import layer_outputs
-from course_utils.layouts.layout_map import matched_rule, model_variables
+from course_utils.guards import require_built
+from course_utils.layouts.layout_map import matched_rule
 from course_utils.placements import layout_errors
 
 
@@ -103,7 +104,8 @@ def check_layout_map(layout_map, model, *, strict: bool = False, inputs=None) ->
             f"{' ' + repr(list(layout_map)[:3]) if isinstance(layout_map, dict) else ''}. Build one with "
             f"make_layout_map(mesh, rules) or LayoutMap(mesh) and layout_map[key] = axes."
         )
-    variables = model_variables(model)
+    require_built(model, "check_layout_map")
+    variables = list(model.variables)
     problems, clean = _valid_keys(layout_map)
     axis_sizes = dict(zip(layout_map.device_mesh.axis_names, layout_map.device_mesh.shape))
     paths = [v.path for v in variables]

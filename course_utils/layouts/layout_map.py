@@ -7,11 +7,10 @@ Which rule a variable matched is Keras's answer (`LayoutMap` lookup and
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from course_utils._table import Table
-from course_utils.guards import require_mesh, require_model
+from course_utils.guards import require_built, require_mesh, require_model, require_valid_keys
 from course_utils.keras_internals import layout_map_of
 from course_utils.placements import Placement, per_device, placement, planned_placement
 
@@ -38,54 +37,6 @@ def make_layout_map(mesh, rules: dict[str, tuple]):
                 f"({axes!r},) to split the first dimension, or (None, {axes!r}) for a kernel's columns.")
         layout_map[key] = tuple(axes)
     return layout_map
-
-
-def require_valid_keys(layout_map, what: str) -> None:
-    """Raises ValueError naming the first key of `layout_map` that is not a regular expression Keras can use.
-
-    Keras's lookup compiles every key for every path it looks up, so one bad key
-    fails every lookup with a bare `re.error` that names no key.
-    """
-    if layout_map is None:
-        return
-    for key in layout_map:
-        try:
-            re.compile(key)
-        except (re.error, TypeError) as error:
-            raise ValueError(
-                f"{what} cannot look up layouts: the LayoutMap key {key!r} is not a regular expression "
-                f"({type(error).__name__}: {error}). Escape special characters (re.escape) or fix the "
-                f"pattern; check_layout_map(layout_map, model) lists every problem of a map.") from None
-
-
-def require_laid_out(model, distribution, what: str) -> None:
-    """Raises ValueError, with the fix, when `distribution` cannot lay `model` out as `what` needs:
-    a LayoutMap key that is not a regular expression, or variables built outside its scope."""
-    require_valid_keys(layout_map_of(distribution), what)
-    outside = outside_the_mesh(model.variables, distribution)
-    if outside:
-        raise ValueError(
-            f"{what} compiles the step the distribution lays out, but {len(outside)} of the model's "
-            f"{len(model.variables)} variables (first: '{outside[0]}') live outside its mesh "
-            f"{tuple(distribution.device_mesh.shape)}: the model was built outside distribution.scope(). Build and "
-            f"compile it inside `with distribution.scope():`, then call {what} again.")
-
-
-def outside_the_mesh(variables, distribution) -> list[str]:
-    """Paths of the variables whose arrays live on devices outside `distribution`'s mesh.
-
-    That happens to a model built outside `distribution.scope()`: its arrays sit
-    on one device while the distribution plans them over the whole mesh.
-    """
-    if distribution is None:
-        return []
-    mesh_devices = {d.id for d in distribution.device_mesh.backend_mesh.devices.flat}
-    found = []
-    for variable in variables:
-        sharding = getattr(getattr(variable, "value", None), "sharding", None)
-        if sharding is not None and {d.id for d in sharding.device_set} != mesh_devices:
-            found.append(variable.path)
-    return found
 
 
 @dataclass(frozen=True)
@@ -131,13 +82,14 @@ class LayoutReport(Table):
         return per_device(r.placement for r in self.rows)
 
 
-def explain_layout(model, distribution) -> LayoutReport:
+def explain_layout(model, distribution, *, optimizer: bool = True) -> LayoutReport:
     """Tabulates the layout Keras gives every variable of a model.
 
     Args:
         model: A built Keras model. Once compiled and built, its optimizer
             variables are listed too.
         distribution: A `keras.distribution.DataParallel` or `ModelParallel`.
+        optimizer: False lists the model's own variables only, even once its optimizer is built.
 
     Returns:
         A `LayoutReport`: a table in a notebook, `.rows` for code.
@@ -148,14 +100,14 @@ def explain_layout(model, distribution) -> LayoutReport:
             f"distribution={distribution!r}. Pass a keras.distribution.DataParallel or ModelParallel "
             f"(the one in use now is keras.distribution.distribution())."
         )
-    model_variables(model)
-    optimizer = getattr(model, "optimizer", None)
-    slots = optimizer.variables if optimizer is not None and optimizer.built else ()
+    require_built(model, "explain_layout")
+    its_optimizer = getattr(model, "optimizer", None)
+    slots = its_optimizer.variables if optimizer and its_optimizer is not None and its_optimizer.built else ()
     rows = layout_rows(model, distribution, optimizer_variables=slots)
     misplaced = sum(r.as_planned is False for r in rows)
     warning = (f" - {misplaced} array(s) NOT laid out as planned: build the model inside distribution.scope()"
                if misplaced else "")
-    title = f"{type(distribution).__name__} on mesh {tuple(distribution.device_mesh.shape)} {tuple(distribution.device_mesh.axis_names)}{warning}"
+    title = f"{model.name} under {type(distribution).__name__} on mesh {tuple(distribution.device_mesh.shape)} {tuple(distribution.device_mesh.axis_names)}{warning}"
     return LayoutReport(rows, title=title)
 
 
@@ -225,17 +177,6 @@ def layout_rows(model, distribution, *, optimizer_variables=(), compare_arrays: 
             as_planned=placement(variable, name=variable.path) == planned if compare_arrays else None,
         ))
     return rows
-
-
-def model_variables(model) -> list:
-    """The model's variables; a clear error when it is not built yet."""
-    variables = list(model.variables)
-    if not variables:
-        raise ValueError(
-            f"The model {model.name!r} has no variables yet. Build it first: give "
-            f"it a keras.Input, or call model.build(input_shape)."
-        )
-    return variables
 
 
 def matched_rule(layout_map, path: str) -> str:

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from course_utils._table import Table
 from course_utils.devices import scope_for
-from course_utils.guards import require_model
+from course_utils.guards import outside_the_mesh, require_compiled, require_model
 from course_utils.keras_internals import forget_deferred
-from course_utils.layouts.layout_map import layout_rows, outside_the_mesh
+from course_utils.layouts.layout_map import layout_rows
 from course_utils.mesh import describe_distribution
 from course_utils.placements import per_device, placement
 
@@ -68,7 +68,7 @@ def memory_report(model, distribution=None) -> MemoryReport:
             optimizer is built if it was not yet.
         distribution: The distribution it was built under (for the title).
     """
-    check_trainable(model, "memory_report")
+    require_compiled(model, "memory_report")
     optimizer = model.optimizer
     if not optimizer.built:
         with scope_for(distribution):
@@ -141,14 +141,3 @@ def _default_optimizer(model):
     import keras
 
     return shape_only_optimizer(keras.optimizers.Adam(), model)
-
-
-def check_trainable(model, what: str) -> None:
-    """A clear error when `model` has no variables yet or no optimizer (`what` names the caller)."""
-    require_model(model, what)
-    if not getattr(model, "built", False) or not model.variables:
-        raise ValueError(f"{what} needs a built model; {model.name!r} has no variables yet. Build it inside "
-                         f"distribution.scope(): give it a keras.Input, or call model.build(input_shape).")
-    if getattr(model, "optimizer", None) is None:
-        raise ValueError(f"{what} needs a compiled model; {model.name!r} has no optimizer. "
-                         f"Call model.compile(optimizer=..., loss=...) first.")

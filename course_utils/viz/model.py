@@ -15,7 +15,7 @@ import math
 from matplotlib.figure import Figure
 
 from course_utils.memory.state import MemoryReport
-from course_utils.layouts.layout_map import LayoutReport, explain_layout
+from course_utils.layouts.layout_map import LayoutReport
 from course_utils.viz.bars import bytes_bars, memory_bars, memory_by_bars
 from course_utils.viz.canvas import Scene, line_height, to_figure
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
@@ -27,16 +27,14 @@ PANEL = (MAX_WIDTH - 0.6) / COLUMNS  # inches per column of panels
 PER_PAGE = 12
 
 
-def draw_model(report, distribution=None, *, page: int = 0, per_page: int = PER_PAGE,
-               max_panels: int | None = None, bytes_chart: bool = True, memory: MemoryReport | None = None) -> Figure:
+def draw_model(report: LayoutReport, *, page: int = 0, per_page: int = PER_PAGE, bytes_chart: bool = True,
+               memory: MemoryReport | None = None) -> Figure:
     """Draws each variable's placement, a page at a time, and the bytes each device holds.
 
     Args:
-        report: A `LayoutReport` (from `explain_layout`), drawn whole; or a
-            built Keras model, whose weights are drawn under `distribution`.
-        distribution: The distribution, when `report` is a model.
+        report: A `LayoutReport` (`explain_layout(model, distribution)`), drawn whole.
         page: Which page of `per_page` panels to draw (0 is the first).
-        per_page: Panels per page; `max_panels` is another name for it.
+        per_page: Panels per page.
         bytes_chart: Draw the bytes per device below the panels.
         memory: A `MemoryReport`: the chart below shows training memory
             (weights, gradients, optimizer state) instead (the model explorer's view).
@@ -45,15 +43,13 @@ def draw_model(report, distribution=None, *, page: int = 0, per_page: int = PER_
         A `Figure`: the panels of one page, then the bytes per device of all
         the variables (every page's), with what the marks mean in words.
     """
-    return to_figure(model_scene(report, distribution, page=page, per_page=per_page, max_panels=max_panels,
-                                 bytes_chart=bytes_chart, memory=memory))
+    return to_figure(model_scene(report, page=page, per_page=per_page, bytes_chart=bytes_chart, memory=memory))
 
 
-def model_scene(report, distribution=None, *, page: int = 0, per_page: int = PER_PAGE,
-                max_panels: int | None = None, bytes_chart: bool = True, memory: MemoryReport | None = None) -> Scene:
+def model_scene(report: LayoutReport, *, page: int = 0, per_page: int = PER_PAGE, bytes_chart: bool = True,
+                memory: MemoryReport | None = None) -> Scene:
     """The `Scene` of `draw_model` (the model explorer shows it as SVG); same arguments."""
-    report, name = _rows_of(report, distribution)
-    per_page = max_panels or per_page
+    _check_report(report, "draw_model")
     pages = math.ceil(len(report.rows) / per_page)
     if not 0 <= page < pages:
         raise ValueError(f"page={page}, but {len(report.rows)} variables make {pages} page(s) of {per_page}; "
@@ -63,7 +59,7 @@ def model_scene(report, distribution=None, *, page: int = 0, per_page: int = PER
     width = max(PANEL * min(len(shown), COLUMNS) + 0.6, 7.5)
     span = f"variables {page * per_page + 1}-{page * per_page + len(shown)} of {len(report.rows)}"
     more = f", page {page + 1} of {pages}: draw_model(..., page={page + 1}) shows the next" if page + 1 < pages else ""
-    heading = wrap(f"{name}{report.title}: {span}{more}", chars_across(width, FONT + 1))
+    heading = wrap(f"{report.title}: {span}{more}", chars_across(width, FONT + 1))
     filled = any(row.placement.replication == 1 for row in shown)
     copies = any(row.placement.replication > 1 for row in shown)
     panels = [_panel(row) for row in shown]
@@ -133,28 +129,19 @@ class _Layout:
         return (0.3, self.bottom + 0.15, self.width - 0.6, self.chart + 0.2)
 
 
-def _rows_of(report, distribution) -> tuple[LayoutReport, str]:
-    """The report to draw, and a name for the title ("" when given a report)."""
-    if isinstance(report, LayoutReport):
-        if not report.rows:
-            raise ValueError("The LayoutReport has no rows to draw.")
-        return report, ""
-    if distribution is None:
-        raise ValueError(f"draw_model needs a LayoutReport, or a model and a distribution. Received "
-                         f"{type(report).__name__} and distribution=None.")
-    model = report
-    full = explain_layout(model, distribution)
-    paths = {v.path for v in model.variables}
-    weights = LayoutReport([r for r in full.rows if r.path in paths], title=full.title)
-    return weights, f"{model.name} under "
+def _check_report(report, what: str) -> None:
+    """Raises, with the call that makes one, unless `report` is a `LayoutReport` with rows: drawing draws
+    reports, it never lays a model out itself."""
+    if not isinstance(report, LayoutReport) or not report.rows:
+        given = f"{type(report).__name__}" + (" with no rows" if isinstance(report, LayoutReport) else "")
+        raise ValueError(f"{what} draws a LayoutReport with rows: pass explain_layout(model, distribution) "
+                         f"(its .row(path)s in a LayoutReport for some weights only). Received: {given}.")
 
 
 def draw_bytes(report) -> Figure:
     """The bytes each device holds for every variable of a `LayoutReport`, one bar per device in its colour
     (the chart `draw_model` puts under its panels, as a figure of its own: a slide of its own)."""
-    if not isinstance(report, LayoutReport) or not report.rows:
-        raise ValueError(f"draw_bytes needs a LayoutReport with rows (explain_layout(model, distribution)). "
-                         f"Received: {type(report).__name__}.")
+    _check_report(report, "draw_bytes")
     totals = report.bytes_per_device
     scene = Scene(7.5, 2.8)
     bytes_bars(scene, (0.1, 0.1, 7.3, 2.6), totals, placement_colors(report.rows[0].placement),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from course_utils.devices import device_name
 from course_utils.viz.vision import to_lab
 
 #: Device i of a mesh of at most 8 devices: rose, indigo, sand, green, sky, wine, teal, olive.
@@ -101,7 +102,7 @@ def mesh_colors(devices, axis_names=()) -> MeshColors:
         otherwise one colour per mesh row (first axis), per column (last
         axis), or per run of consecutive devices, whichever needs at most 8.
     """
-    grid = np.vectorize(lambda d: str(d) if isinstance(d, str) else f"{d.platform}:{d.id}", otypes=[object])(
+    grid = np.vectorize(lambda d: str(d) if isinstance(d, str) else device_name(d), otypes=[object])(
         np.asarray(devices, dtype=object))
     names = list(grid.flat)
     if len(names) <= len(DEVICE_COLORS) and all(device_index(d) < len(DEVICE_COLORS) for d in names):

@@ -7,57 +7,33 @@ from keras import distribution
 from course_utils import communication_report, make_layout_map, make_mesh, models
 
 
-GRADIENT_BYTES = (16 * 32 + 32 + 32 * 4 + 4) * 4
-
-
-def build():
-    keras.utils.set_random_seed(0)
-    model = models.mlp(inputs=16, hidden=32, classes=4)
-    model.compile(optimizer="adam", loss="mse")
-    return model
-
-
-def data_parallel():
-    return distribution.DataParallel(device_mesh=make_mesh((8,), ("data",)))
-
-
-def megatron(shape=(2, 4)):
-    layout_map = make_layout_map(make_mesh(shape, ("data", "model")), models.mlp_rules())
-    return distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
-
-
-def built_under(dist):
-    with dist.scope():
-        return build()
-
-
-def test_an_unbuilt_model_is_refused_with_the_fix():
+def test_an_unbuilt_model_is_refused_with_the_fix(tiny):
     model = keras.Sequential([keras.layers.Dense(4)], name="unbuilt")
     model.compile(optimizer="adam", loss="mse")
     with pytest.raises(ValueError, match=r"needs a built model; 'unbuilt' has no variables yet\. Build it"):
-        communication_report(model, data_parallel(), (32, 16))
+        communication_report(model, tiny.data_parallel(), (32, 16))
 
 
-@pytest.mark.parametrize("dist, batch, size", [(data_parallel, (3, 16), 8), (megatron, (3, 16), 2)])
-def test_a_batch_that_does_not_split_over_the_batch_axis_is_refused_with_sizes_that_do(dist, batch, size):
-    laid_out = dist()
+@pytest.mark.parametrize("dist, batch, size", [("data_parallel", (3, 16), 8), ("megatron", (3, 16), 2)])
+def test_a_batch_that_does_not_split_over_the_batch_axis_is_refused_with_sizes_that_do(tiny, dist, batch, size):
+    laid_out = getattr(tiny, dist)()
     with pytest.raises(ValueError, match=rf"split evenly over the mesh axis 'data' \({size} devices\).*Received: a "
                                          rf"batch of 3 rows\. Use a multiple of {size}, e\.g\. {size}, {2 * size}"):
-        communication_report(built_under(laid_out), laid_out, batch)
+        communication_report(tiny.built_under(laid_out), laid_out, batch)
 
 
-def test_data_parallel_step_all_reduces_the_gradients():
-    dp = data_parallel()
-    report = communication_report(built_under(dp), dp, (32, 16))
+def test_data_parallel_step_all_reduces_the_gradients(tiny):
+    dp = tiny.data_parallel()
+    report = communication_report(tiny.built_under(dp), dp, (32, 16))
     assert report.agrees, report
     assert [(c.kind, c.axes) for c in report.compiled] == [("all-reduce", ("data",))]
-    assert GRADIENT_BYTES <= report.bytes_over("data") <= GRADIENT_BYTES + 16
+    assert tiny.gradient_bytes <= report.bytes_over("data") <= tiny.gradient_bytes + 16
 
 
 @pytest.mark.parametrize("shape", [(2, 4), (4, 2), (1, 8), (8, 1)])
-def test_megatron_mlp_expectation_agrees(shape):
-    mp = megatron(shape)
-    model = built_under(mp)
+def test_megatron_mlp_expectation_agrees(tiny, shape):
+    mp = tiny.megatron(shape)
+    model = tiny.built_under(mp)
     report = communication_report(model, mp, (32, 16))
     assert report.agrees, report
     data, width = shape
@@ -67,41 +43,41 @@ def test_megatron_mlp_expectation_agrees(shape):
         assert report.bytes_over("data") == 0
 
 
-def test_a_program_that_differs_from_the_expectation_is_reported():
+def test_a_program_that_differs_from_the_expectation_is_reported(tiny):
     # Splitting the first kernel's input rows predicts partial sums over 'model'; since the
     # input batch is whole on every model device, XLA gathers the kernel instead.
     layout_map = distribution.LayoutMap(make_mesh((2, 4), ("data", "model")))
     layout_map[".*d1/kernel"] = ("model", None)
     mp = distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
-    report = communication_report(built_under(mp), mp, (32, 16))
+    report = communication_report(tiny.built_under(mp), mp, (32, 16))
     assert any(e.axes == ("model",) for e in report.expected)
     assert report.bytes_over("model", kind="all-gather") == 16 * 32 * 4
     assert not report.agrees and "DIFFER" in repr(report)
 
 
-def test_sparse_labels_get_integer_default_targets():
-    dp = data_parallel()
+def test_sparse_labels_get_integer_default_targets(tiny):
+    dp = tiny.data_parallel()
     with dp.scope():
         model = models.mlp(inputs=16, hidden=32, classes=4)
         model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     report = communication_report(model, dp, (32, 16))  # targets: (32,) int32, not a copy of the output
     assert report.agrees, report
-    assert GRADIENT_BYTES <= report.bytes_over("data") <= GRADIENT_BYTES + 16
+    assert tiny.gradient_bytes <= report.bytes_over("data") <= tiny.gradient_bytes + 16
 
 
-def test_a_real_batch_gives_the_same_program_as_its_shapes():
+def test_a_real_batch_gives_the_same_program_as_its_shapes(tiny):
     import numpy as np
 
-    mp = megatron((2, 4))
-    model = built_under(mp)
+    mp = tiny.megatron((2, 4))
+    model = tiny.built_under(mp)
     from_shape = communication_report(model, mp, (32, 16))
     from_batch = communication_report(model, mp, (np.zeros((32, 16), "float32"), np.zeros((32, 4), "float32")))
     assert from_batch.compiled == from_shape.compiled and from_batch.agrees
 
 
-def test_every_collective_is_attributed_to_its_layer():
-    mp = megatron((2, 4))
-    report = communication_report(built_under(mp), mp, (32, 16))
+def test_every_collective_is_attributed_to_its_layer(tiny):
+    mp = tiny.megatron((2, 4))
+    report = communication_report(tiny.built_under(mp), mp, (32, 16))
     partial = [r for r in report.collectives if r.axes == ("model",)]
     assert [(r.layer, r.op, r.pass_) for r in partial] == [("mlp/d2", "dot_general", "forward")]
     assert "partial sums of mlp/d2's dot_general" in partial[0].reason
@@ -123,34 +99,34 @@ def short_locations():
     jax.config.update("jax_include_full_tracebacks_in_locations", before)
 
 
-def test_short_locations_change_no_report_and_stay_the_learner_s(short_locations):
+def test_short_locations_change_no_report_and_stay_the_learner_s(tiny, short_locations):
     # With them, XLA's op_name keeps the primitives alone: the report found no layer and said DIFFER.
     import jax
 
-    mp = megatron((2, 4))
-    report = communication_report(built_under(mp), mp, (32, 16))
+    mp = tiny.megatron((2, 4))
+    report = communication_report(tiny.built_under(mp), mp, (32, 16))
     assert report.agrees, report
     partial = [r for r in report.collectives if r.axes == ("model",)]
     assert [(r.layer, r.op, r.pass_) for r in partial] == [("mlp/d2", "dot_general", "forward")]
     assert jax.config.jax_include_full_tracebacks_in_locations is False
 
 
-def test_a_difference_names_the_layer_and_the_weight():
+def test_a_difference_names_the_layer_and_the_weight(tiny):
     layout_map = distribution.LayoutMap(make_mesh((2, 4), ("data", "model")))
     layout_map[".*d1/kernel"] = ("model", None)
     mp = distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")
-    report = communication_report(built_under(mp), mp, (32, 16))
+    report = communication_report(tiny.built_under(mp), mp, (32, 16))
     (gather,) = [r for r in report.collectives if r.kind == "all-gather"]
     assert gather.weight == "mlp/d1/kernel" and gather.layer == "mlp/d1" and "XLA gathers it" in gather.reason
     assert any("not expected" in line and "mlp/d1" in line for line in report.differences())
 
 
-def test_target_options_with_a_real_batch_are_refused():
+def test_target_options_with_a_real_batch_are_refused(tiny):
     import numpy as np
 
-    dp = data_parallel()
+    dp = tiny.data_parallel()
     with pytest.raises(ValueError, match=r"with a real batch \(x, y\), y says them\. Received: target_shape=\(32,\)"):
-        communication_report(built_under(dp), dp, (np.zeros((32, 16)), np.zeros((32, 4))), target_shape=(32,))
+        communication_report(tiny.built_under(dp), dp, (np.zeros((32, 16)), np.zeros((32, 4))), target_shape=(32,))
 
 
 def tensor_parallel_block(optimizer: str):

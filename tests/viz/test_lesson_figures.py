@@ -18,7 +18,7 @@ from keras import distribution
 from keras.distribution import DeviceMesh, TensorLayout
 
 from course_utils import make_mesh, planned_placement, process_ownership
-from course_utils.layouts.layout_map import make_layout_map
+from course_utils.layouts.layout_map import explain_layout, make_layout_map
 from course_utils.models import transformer_block, transformer_rules
 from course_utils.viz import (draw_batch_split, draw_memory, draw_mesh, draw_model, draw_placement,
                               draw_process_mesh, figure_png, projected_sizes)
@@ -62,7 +62,7 @@ def _figures():
         "02-replicated-kernel": lambda: draw_placement(planned_placement((64, 128), TensorLayout((None, None), MESH))),
         "02-real-array": lambda: draw_placement(jax.device_put(x, TensorLayout((None, "model"), MESH).backend_layout),
                                                 title="x with its columns split over model"),
-        "03-model-mlp": lambda: draw_model(*_tensor_parallel_mlp()),
+        "03-model-mlp": lambda: draw_model(explain_layout(*_tensor_parallel_mlp(), optimizer=False)),
         "04-variable": lambda: draw_placement(_tensor_parallel_mlp()[0].get_layer("d1").kernel),
         "04-model-transformer": _transformer_figure,
         "05-batch-64": lambda: draw_batch_split((64, 64), dp),
@@ -94,7 +94,7 @@ def _transformer_figure():
     tp = distribution.ModelParallel(layout_map=make_layout_map(MESH, transformer_rules()), batch_dim_name="data")
     with tp.scope():
         model = transformer_block(heads=4)  # lesson 04's block: attn/query/kernel (64, 4, 16)
-    return draw_model(model, tp, max_panels=16)
+    return draw_model(explain_layout(model, tp), per_page=16)
 
 
 def _memory_figure():

@@ -104,7 +104,7 @@ def test_draw_model_names_the_dimension_a_3d_kernel_does_not_draw():
     dist = distribution.ModelParallel(layout_map=make_layout_map(MESH, transformer_rules()), batch_dim_name="data")
     with dist.scope():
         model = transformer_block(heads=4, width=64)
-    fig = draw_model(model, dist)
+    fig = draw_model(explain_layout(model, dist, optimizer=False))
     query = next(" ".join(t.get_text().split()) for t in fig.texts if t.get_text().startswith("attn/query/kernel"))
     assert "(64, 4, 16)" in query and "dim 0 (64): whole, not drawn" in query  # wrapped to its panel: words compared
 
@@ -146,7 +146,7 @@ def test_draw_model_draws_a_panel_to_scale_or_says_it_is_not():
     view, title, (w, h) = _panel(rows["mlp/d2/kernel"])
     assert "not to scale (really 12.8\u00d7 taller)" in " ".join(title.split())  # 128 x 10: no room for the names
     assert h > w and h <= MAX_RATIO * BLOCKS + 1e-9  # still taller than wide, and within a panel's box
-    fig = draw_model(model, dist)
+    fig = draw_model(explain_layout(model, dist, optimizer=False))
     assert "not to scale (really 12.8\u00d7 taller)" in words(fig) and " ".join(SCALE_RULE.split()) in words(fig)
     assert words(fig).count("not to scale (really") == 1
     assert_projected_legibly(fig)
@@ -187,7 +187,7 @@ def test_long_paths_of_a_real_model_never_collide():
                                                num_key_value_heads=4, hidden_dim=64, intermediate_dim=128,
                                                head_dim=16)
     assert len(model.weights) >= 20
-    fig = draw_model(model, dist)
+    fig = draw_model(explain_layout(model, dist, optimizer=False))
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     renderer = canvas.get_renderer()
@@ -334,7 +334,8 @@ def test_a_figure_explains_only_the_marks_it_shows():
     assert not marks(narrow, LIT_GID)  # blocks too narrow for their small mesh...
     assert "Small grid" not in words(narrow)  # ...and the legend does not speak of one
     model, dist = _mlp_under_megatron()  # every block of every weight held by 2 devices or more
-    assert "Filled block" not in words(draw_model(model, dist)) and "Pale stack" in words(draw_model(model, dist))
+    drawn = words(draw_model(explain_layout(model, dist, optimizer=False)))
+    assert "Filled block" not in drawn and "Pale stack" in drawn
 
 
 def test_a_square_tensor_drawn_squashed_says_so_in_words():
@@ -354,5 +355,8 @@ def test_draw_bytes_draws_one_bar_per_device_in_its_colour():
     totals = np.array([report.bytes_per_device[f"cpu:{i}"] for i in range(8)])
     np.testing.assert_allclose(heights / heights.max(), totals / totals.max())
     assert [to_hex(bar.get_facecolor()) for bar in marks(fig, BAR_GID)] == list(DEVICE_COLORS)
-    with pytest.raises(ValueError, match="draw_bytes needs a LayoutReport"):
+    with pytest.raises(ValueError, match=r"draw_bytes draws a LayoutReport with rows: pass explain_layout\(model, "
+                                          r"distribution\).*Received: Sequential"):
         draw_bytes(model)
+    with pytest.raises(ValueError, match="draw_model draws a LayoutReport with rows.*Received: Sequential"):
+        draw_model(model)  # drawing never lays a model out itself

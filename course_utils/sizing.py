@@ -1,4 +1,0 @@
-"""TEMPORARY: the old path of course_utils.memory.presets, until the notebooks name the new one (removed in this change)."""
-from course_utils.memory.presets import *  # noqa: F401,F403
-from course_utils.memory.presets import __dict__ as _d
-globals().update({k: v for k, v in _d.items() if not k.startswith("__")})
