@@ -45,7 +45,7 @@ _EXPORTS = {
     "course_utils.checkpoints": ("load_checkpoint", "save_checkpoint"),
     "course_utils.multiprocess": ("ProcessOwnership", "ProcessSetup", "local_rows", "planned_batch_slices",
                                   "process_batch_slice", "process_ownership", "setup_process"),
-    "course_utils.viz": ("device_color", "draw_batch_split", "draw_bytes", "draw_fit", "draw_memory", "draw_memory_by",
+    "course_utils.viz": ("device_color", "draw_batch_split", "draw_bytes", "draw_collectives_by", "draw_fit", "draw_memory", "draw_memory_by",
                          "draw_mesh", "draw_model", "draw_placement", "draw_process_mesh"),
     "course_utils.widgets": ("layout_explorer", "mesh_explorer", "model_explorer"),
     "course_utils.course.exercises": ("check",),

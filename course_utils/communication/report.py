@@ -59,6 +59,15 @@ class CommunicationReport(Table):
         """Compiled bytes per device of `kind` collectives over exactly these axes."""
         return sum(c.bytes for c in self.compiled if c.kind == kind and c.axes == tuple(axes))
 
+    def bytes_by_axis(self) -> dict[str, int]:
+        """Compiled bytes per device each mesh axis carries, every kind of collective summed (a collective over
+        several axes counts for each)."""
+        totals = dict.fromkeys(self.axis_names, 0)
+        for c in self.compiled:
+            for axis in c.axes:
+                totals[axis] += c.bytes
+        return totals
+
     def ops(self) -> list:
         """Every collective instruction of the program as `hlo.CollectiveOp`s: what XLA recorded, array by array."""
         if self._ops is None:

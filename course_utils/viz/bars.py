@@ -90,3 +90,44 @@ def _bars(scene: Scene, rect, stacks: dict[str, list], *, title: str, ylabel: st
     scene.line((x0, x0, x0 + w0), (y0 + h0, y0, y0), linewidth=0.8)
     scene.text(x + 0.02, y0 + h0 / 2, ylabel, SMALL, rotation=90, va="top")
     scene.text(x0 + w0 / 2, y0 + h0 + 0.08, title, FONT, va="bottom")
+
+
+def grouped_bars(scene: Scene, rect, groups: dict[str, list[int]], series: list[tuple[str, str, str]], *,
+                 title: str, xlabel: str) -> None:
+    """Side by side bars, one group per label of `groups` (a value per series), each bar's value above it;
+    `series` gives each bar of a group its (name, colour, hatch), named in a legend at the right."""
+    x, y, w, h = rect
+    room = max(text_size(name, SMALL)[0] for name, _, _ in series) + 0.6
+    x, w = x, w - room
+    values = [v for group in groups.values() for v in group]
+    ticks = [t for t in MaxNLocator(nbins=4, integer=True).tick_values(0, max(max(values), 1)) if t >= 0]
+    top = max(ticks[-1], max(values), 1) * 1.12
+    labels = [f"{int(t):,}" for t in ticks]
+    left = max(text_size(label, SMALL)[0] for label in labels) + 0.1 + line_height(SMALL) + 0.1
+    x0, w0 = x + left, w - left
+    y0, h0 = y + 0.3 + line_height(SMALL), h - 0.3 - line_height(SMALL) - line_height(FONT) - 0.1
+    slot = w0 / len(groups)
+    bar = 0.8 * slot / len(series)
+    for i, (label, group) in enumerate(groups.items()):
+        for k, (value, (_, color, hatch)) in enumerate(zip(group, series)):
+            left_edge = x0 + (i + 0.1) * slot + k * bar
+            scene.box(left_edge, y0, bar, h0 * value / top, face=color, edge="white", linewidth=0.5, hatch=hatch,
+                      gid=BAR_GID, z=2)
+            if value:
+                scene.text(left_edge + bar / 2, y0 + h0 * value / top + 0.04, f"{value:,}", SMALL, va="bottom")
+        scene.text(x0 + (i + 0.5) * slot, y0 - 0.06, label, SMALL, va="top")
+    for tick, label in zip(ticks, labels):
+        at = y0 + h0 * tick / top
+        scene.line((x0 - 0.05, x0), (at, at), linewidth=0.8)
+        scene.text(x0 - 0.08, at, label, SMALL, ha="right")
+    scene.line((x0, x0, x0 + w0), (y0 + h0, y0, y0), linewidth=0.8)
+    scene.text(x + 0.02, y0 + h0 / 2, "bytes per device", SMALL, rotation=90, va="top")
+    scene.text(x0 + w0 / 2, y - 0.0 + 0.02, xlabel, SMALL, va="bottom")
+    scene.text(x0 + w0 / 2, y0 + h0 + 0.08, title, FONT, va="bottom")
+    at = y + h - line_height(FONT) - 0.1  # the legend, under the title's line: one entry under the other
+    for name, color, hatch in series:
+        lines = name.count("\n") + 1
+        at -= 0.1 + lines * line_height(SMALL)
+        scene.box(x + w + 0.15, at + (lines - 1) * line_height(SMALL), 0.28, 0.16, face=color, edge="white",
+                  linewidth=0.5, hatch=hatch, z=2)
+        scene.text(x + w + 0.5, at + lines * line_height(SMALL) - 0.02, name, SMALL, ha="left", va="top")

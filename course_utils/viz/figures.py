@@ -67,13 +67,16 @@ def notebook_png(fig: Figure):
     return png, {"width": round(width * SHOWN_DPI / NOTEBOOK_DPI)}
 
 
-def show_figures_in_notebooks() -> None:
-    """Lets a returned Figure display as an image in IPython, with or without pyplot."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
+def show_figures_in_notebooks(shell=None) -> None:
+    """Lets a Figure a cell returns display as an image in IPython (`shell`, or the running one), with or
+    without pyplot, drawn at `NOTEBOOK_DPI` and shown at `SHOWN_DPI`. A lesson asks for it in its imports cell,
+    `%load_ext course_utils.viz`; importing the package changes no display."""
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return
+        shell = get_ipython()
     if shell is not None:
         shell.display_formatter.formatters["image/png"].for_type(Figure, notebook_png)
 

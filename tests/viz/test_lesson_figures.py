@@ -63,6 +63,7 @@ def _figures():
         "02-real-array": lambda: draw_placement(jax.device_put(x, TensorLayout((None, "model"), MESH).backend_layout),
                                                 title="x with its columns split over model"),
         "03-model-mlp": lambda: draw_model(explain_layout(*_tensor_parallel_mlp(), optimizer=False)),
+        "03-collectives": _collectives_03,
         "04-variable": lambda: draw_placement(_tensor_parallel_mlp()[0].get_layer("d1").kernel),
         "04-model-transformer": _transformer_figure,
         "05-batch-64": lambda: draw_batch_split((64, 64), dp),
@@ -72,6 +73,22 @@ def _figures():
         "08-will-it-fit": _fit_08,
         "09-will-it-fit-activations": _fit_09,
     }
+
+
+def _collectives_03():
+    """Lesson 03's all-reduce bytes of a 1024-row step on each (data, model) mesh of its MLP."""
+    from course_utils import communication_report, draw_collectives_by
+    from course_utils.models import mlp, mlp_rules
+    from course_utils.widgets.model import built_under
+
+    steps = {}
+    for shape in ((8, 1), (4, 2), (2, 4), (1, 8)):
+        dist = distribution.ModelParallel(layout_map=make_layout_map(make_mesh(shape, ("data", "model")), mlp_rules()),
+                                          batch_dim_name="data")
+        model = built_under(mlp(hidden=128), dist)  # lesson 03's MLP: d1 (64, 128), d2 (128, 10)
+        steps[str(shape)] = communication_report(model, dist, (1024, 64))
+    return draw_collectives_by(steps, title="All-reduce bytes per device, one step of a 1024-row batch",
+                               labels={"data": "gradients, over 'data'", "model": "partial sums of\nd2's output,\nover 'model'"})
 
 
 def _fit_08():

@@ -360,3 +360,38 @@ def test_draw_bytes_draws_one_bar_per_device_in_its_colour():
         draw_bytes(model)
     with pytest.raises(ValueError, match="draw_model draws a LayoutReport with rows.*Received: Sequential"):
         draw_model(model)  # drawing never lays a model out itself
+
+
+def test_draw_collectives_by_draws_each_axis_bytes_per_step():
+    from course_utils import communication_report
+    from course_utils.models import mlp, mlp_rules
+    from course_utils.viz import draw_collectives_by
+    from course_utils.widgets.model import built_under
+
+    steps = {}
+    for shape in ((8, 1), (2, 4)):
+        dist = distribution.ModelParallel(layout_map=make_layout_map(make_mesh(shape, ("data", "model")),
+                                                                     mlp_rules()), batch_dim_name="data")
+        keras.utils.set_random_seed(0)
+        steps[str(shape)] = communication_report(built_under(mlp(hidden=128), dist), dist, (64, 64))
+    fig = draw_collectives_by(steps, labels={"data": "gradients, over 'data'"})
+    heights = [bar.get_height() for bar in marks(fig, BAR_GID)]  # (8, 1): data, model; (2, 4): data, model
+    wanted = [steps[s].bytes_by_axis()[a] for s in steps for a in ("data", "model")]
+    np.testing.assert_allclose(np.array(heights) / max(heights), np.array(wanted) / max(wanted))
+    assert wanted[1] == 0 and wanted[2] > 0 and wanted[3] > 0  # nothing over 'model' on (8, 1)
+    assert "gradients, over 'data'" in texts(fig) and "over 'model'" in texts(fig) and "mesh (data, model)" in texts(fig)
+    with pytest.raises(ValueError, match="at least one report"):
+        draw_collectives_by({})
+
+
+def test_importing_viz_changes_no_display_and_its_extension_shows_figures():
+    import subprocess
+    import sys
+
+    code = ("from IPython.core.interactiveshell import InteractiveShell\nfrom matplotlib.figure import Figure\n"
+            "shell = InteractiveShell.instance()\npng = shell.display_formatter.formatters['image/png']\n"
+            "import course_utils.viz\nprint(Figure in png.type_printers)\n"
+            "shell.run_line_magic('load_ext', 'course_utils.viz')\n"
+            "print(png.type_printers[Figure].__name__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "notebook_png"], done.stderr
