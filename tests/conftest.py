@@ -249,16 +249,21 @@ def pytest_generate_tests(metafunc):
 
 
 # What the fast lane (`make test-fast`, pytest --fast) leaves out: the lessons' runs, Binder's environment,
-# the browser, and the work they start in the background. The library and the exercise checkers stay.
+# the browser, the work they start in the background, and every test marked `processes` (one that starts
+# Python processes or kernels: the machinery's modules, fresh interpreters). The library and the exercise
+# checkers stay.
 SLOW_FIXTURES = {"lesson_runs", "binder_env", "in_background", "browser", "built_course"}
 
 
 def pytest_addoption(parser):
     parser.addoption("--fast", action="store_true",
-                     help="the fast lane: no lesson runs, no Binder environment, no browser (make test-fast)")
+                     help="the fast lane: the library and the exercise checkers; no lesson runs, no Binder "
+                          "environment, no browser, no test that starts processes (make test-fast)")
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "processes: the test starts Python processes, kernels or a browser (the machinery, "
+                                       "fresh interpreters): left out of the fast lane")
     config.addinivalue_line("markers", "lesson_runs(*kinds): the test reads the session's runs of the lessons "
                                        "('learner', 'solved', 'isa'); such tests run last, their runs start first")
 
@@ -276,7 +281,8 @@ def pytest_collection_modifyitems(session, config, items):
     from course_utils.course.transforms import lessons
 
     if config.getoption("fast"):
-        slow = [item for item in items if SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))]
+        slow = [item for item in items if SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or item.get_closest_marker("processes")]
         if slow:
             config.hook.pytest_deselected(items=slow)
             items[:] = [item for item in items if item not in slow]

@@ -110,6 +110,7 @@ print("saved", flush=True)
 """
 
 
+@pytest.mark.processes
 def test_a_save_killed_midway_leaves_the_old_checkpoint_loadable(trained, tmp_path):
     path = save_checkpoint(trained, tmp_path / "mlp.keras")
     temporary = tmp_path / "tmp"  # the killed process's TMPDIR: Keras writes a folder there as it saves

@@ -81,6 +81,7 @@ def test_forced_gpu_without_gpu_says_how_to_fall_back():
         setup_devices(8, platform="gpu")
 
 
+@pytest.mark.processes
 def test_out_of_order_cells_in_a_fresh_process():
     # A learner ran a JAX cell before the set-up cell: JAX started with 1 CPU device.
     result = run_python(
@@ -94,6 +95,7 @@ def test_out_of_order_cells_in_a_fresh_process():
     assert "only 1 exist" in result.stderr and "Restart the kernel" in result.stderr
 
 
+@pytest.mark.processes
 def test_callable_after_importing_keras_and_env_platform():
     result = run_python(
         "import keras\n"
@@ -107,6 +109,7 @@ def test_callable_after_importing_keras_and_env_platform():
     assert result.stdout.split() == ["jax", "4", "cpu", "True"]
 
 
+@pytest.mark.processes
 def test_bad_environment_platform():
     result = run_python("from course_utils import setup_devices; setup_devices(8)", COURSE_PLATFORM="quantum")
     assert result.returncode != 0
@@ -132,6 +135,7 @@ _TRAIN_ONCE = (
 )
 
 
+@pytest.mark.processes
 def test_compiled_programs_are_cached_on_disk_and_change_no_result(tmp_path):
     cache = tmp_path / "cache"
     env = {"COURSE_COMPILATION_CACHE": str(cache), "COURSE_PLATFORM": "cpu"}
@@ -164,6 +168,7 @@ _REPORT_LAYERS = (
 )
 
 
+@pytest.mark.processes
 def test_a_cached_program_never_lends_another_models_layer_names_to_a_report(tmp_path):
     env = {"COURSE_COMPILATION_CACHE": str(tmp_path), "COURSE_PLATFORM": "cpu"}
     run = lambda *names: subprocess.run([sys.executable, "-c", _REPORT_LAYERS, *names], capture_output=True,
@@ -176,6 +181,7 @@ def test_a_cached_program_never_lends_another_models_layer_names_to_a_report(tmp
     assert any("beta_in" in layer for layer in layers) and not any("alpha" in layer for layer in layers)
 
 
+@pytest.mark.processes
 def test_the_cache_can_be_turned_off_and_lives_per_environment_outside_the_repository(tmp_path):
     code = "from course_utils import setup_devices; print(setup_devices(2, platform='cpu').compilation_cache)"
     off = run_python(code, COURSE_COMPILATION_CACHE="off")
@@ -209,6 +215,7 @@ def test_a_model_built_on_one_device_shares_its_compiled_initializers_with_a_dis
     assert not [r.message for r in caplog.records if "XLA compilation" in r.message]
 
 
+@pytest.mark.processes
 def test_thousands_of_simulated_devices_are_refused_before_jax_starts():
     result = run_python("from course_utils import setup_devices; setup_devices(10_000)")
     assert result.returncode != 0

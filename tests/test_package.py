@@ -64,12 +64,14 @@ def loaded_after(statement: str) -> set[str]:
     return set(json.loads(out.splitlines()[-1]))
 
 
+@pytest.mark.processes
 def test_importing_the_package_loads_nothing_heavy():
     loaded = loaded_after("import course_utils")
     assert not {"keras", "jax", "matplotlib", "ipywidgets", "nbformat"} & loaded
     assert [m for m in loaded if m.startswith("course_utils")] == ["course_utils"]
 
 
+@pytest.mark.processes
 def test_a_worker_never_loads_drawing_or_course_machinery():
     loaded = loaded_after("from course_utils import setup_process, local_rows\n"
                           "import course_utils.launch")
@@ -78,6 +80,7 @@ def test_a_worker_never_loads_drawing_or_course_machinery():
                                                    "course_utils.course"))]
 
 
+@pytest.mark.processes
 def test_a_worker_starts_keras_without_scikit_learn_or_pyplot_and_can_still_import_them():
     code = ("import json, sys\nfrom course_utils import setup_process\nsetup_process(2)\nimport keras\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'matplotlib'))))\n"
@@ -87,6 +90,7 @@ def test_a_worker_starts_keras_without_scikit_learn_or_pyplot_and_can_still_impo
     assert out.stdout.splitlines() == ["[]", "imported later"], out.stderr
 
 
+@pytest.mark.processes
 def test_a_lesson_starts_keras_without_scikit_learn_and_can_still_import_it():
     code = ("import json, sys\nfrom course_utils import setup_devices\nsetup_devices(8)\nimport keras\n"
             "print('sklearn' in sys.modules)\nfrom sklearn.datasets import load_digits\n"
@@ -97,6 +101,7 @@ def test_a_lesson_starts_keras_without_scikit_learn_and_can_still_import_it():
     assert out.stdout.splitlines() == ["False", "(1797, 64)"], out.stderr
 
 
+@pytest.mark.processes
 def test_the_library_imports_neither_drawing_nor_machinery():
     loaded = loaded_after("\n".join(f"import course_utils.{name}" for name in LIBRARY))
     assert "matplotlib" not in loaded

@@ -106,6 +106,7 @@ def test_the_oldest_entries_are_dropped_beyond_the_limit(cache):
     assert kept == {"jit_f-0", "jit_f-2", "jit_f-3", "jit_f-9"}
 
 
+@pytest.mark.processes
 def test_a_lock_another_process_holds_is_never_waited_on(cache):
     lock = open(cache._path / ".evict.lock", "a")
     holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
@@ -215,6 +216,7 @@ def _run(code, **env):
                           env={**os.environ, "COURSE_PLATFORM": "cpu", **env})
 
 
+@pytest.mark.processes
 def test_two_entries_swapped_on_disk_still_give_the_right_answers(tmp_path):
     folder = tmp_path / "cache"
     first = _run(_TWO_PROGRAMS, COURSE_COMPILATION_CACHE=str(folder))
@@ -231,6 +233,7 @@ def test_two_entries_swapped_on_disk_still_give_the_right_answers(tmp_path):
     assert second.stderr.count("does not match its check") == 2
 
 
+@pytest.mark.processes
 def test_a_bad_cache_folder_warns_once_and_the_course_runs_uncached(tmp_path):
     file = tmp_path / "a-file"
     file.write_text("not a folder")

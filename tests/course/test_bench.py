@@ -1,9 +1,12 @@
 """The benchmark runs the series cold and warm, and says whether every claim held."""
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from course_utils.course import bench
+
+pytestmark = pytest.mark.processes  # starts processes or kernels: left out of the fast lane (pytest --fast)
 
 
 def _lesson(folder, name, says, check):

@@ -3,7 +3,11 @@ import subprocess
 import sys
 import sysconfig
 
+import pytest
+
 from course_utils.course import doctor
+
+pytestmark = pytest.mark.processes  # starts processes or kernels: left out of the fast lane (pytest --fast)
 
 
 def run_doctor(**env):

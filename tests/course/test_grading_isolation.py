@@ -18,6 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+pytestmark = pytest.mark.processes  # starts processes or kernels: left out of the fast lane (pytest --fast)
+
 pytest.importorskip("nbgrader", reason="grading needs nbgrader==0.9.6 (requirements-test.txt; make test installs it)")
 
 from course_utils.course import grade_wire  # noqa: E402

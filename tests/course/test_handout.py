@@ -8,6 +8,8 @@ from course_utils.course.pdf import pdf_pages
 from course_utils.course.handout import build_handout, five_lines, handout_parts, mistakes
 from course_utils.models import mlp
 
+pytestmark = pytest.mark.processes  # starts processes or kernels: left out of the fast lane (pytest --fast)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -10,6 +10,8 @@ import pytest
 from course_utils.course import lab_settings
 from course_utils.course.transforms import lessons
 
+pytestmark = pytest.mark.processes  # starts processes or kernels: left out of the fast lane (pytest --fast)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

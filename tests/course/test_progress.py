@@ -95,6 +95,7 @@ print("saved")
 """
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("suffix", [".json", ".csv"])
 def test_several_students_saving_to_one_file_at_once_lose_nothing(tmp_path, suffix):
     path = tmp_path / f"progress{suffix}"
@@ -109,6 +110,7 @@ def test_several_students_saving_to_one_file_at_once_lose_nothing(tmp_path, suff
     assert not list(tmp_path.glob("*.damaged-*")) and not list(tmp_path.glob("*partial*"))
 
 
+@pytest.mark.processes
 def test_a_save_waits_for_the_lock_so_another_writer_s_rows_are_never_overwritten(tmp_path):
     # Saving reads the file, merges its rows and writes: without the lock, a save that read before
     # another writer wrote would put the file back without that writer's rows.

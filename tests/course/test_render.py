@@ -13,6 +13,8 @@ import pytest
 from course_utils.course import render
 from course_utils.course.transforms import lessons
 
+pytestmark = pytest.mark.processes  # starts processes or kernels: left out of the fast lane (pytest --fast)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -3,9 +3,12 @@
 import os
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from course_utils.course.runner import execute, execute_series
+
+pytestmark = pytest.mark.processes  # starts processes or kernels: left out of the fast lane (pytest --fast)
 
 ALLOCATED_MB = 700
 

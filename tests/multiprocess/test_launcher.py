@@ -23,6 +23,8 @@ import pytest
 from course_utils.multiprocess import process_group
 from course_utils.launch import EXAMPLE, LaunchError, LaunchFailed, launch
 
+pytestmark = pytest.mark.processes  # starts processes or kernels: left out of the fast lane (pytest --fast)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Prints its pid, then sleeps; the process named by RAISE raises instead.

@@ -56,6 +56,7 @@ def test_ownership_of_a_2x4_mesh():
         process_ownership((2, 4), processes=3)
 
 
+@pytest.mark.processes
 def test_setup_process_keeps_compiled_programs_where_setup_devices_does(tmp_path):
     import os
     import subprocess
