@@ -55,8 +55,8 @@ _EXPORTS = {
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 # the modules and folders of the package, reachable as attributes (course_utils.models, course_utils.memory)
 _SUBMODULES = ("checkpoints", "communication", "course", "devices", "equivalence", "guards", "jax_internals",
-               "keras_internals", "layouts", "memory", "mesh", "models", "multiprocess", "placements", "program_cache",
-               "step_replay", "train", "viz", "widgets", "xla_settings")
+               "keras_internals", "layout_axes", "layouts", "memory", "mesh", "models", "multiprocess", "placements",
+               "program_cache", "step_replay", "train", "viz", "widgets", "xla_settings")
 
 __all__ = sorted(_HOME)
 

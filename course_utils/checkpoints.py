@@ -260,7 +260,7 @@ def _indivisible_weights(path: Path, distribution) -> list[str]:
     import keras
     from jax.sharding import Sharding
 
-    from course_utils.placements import layout_errors
+    from course_utils.layout_axes import layout_errors
 
     config = _config(path)
     try:

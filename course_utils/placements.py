@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from course_utils.devices import device_name
+from course_utils.layout_axes import layout_errors, names_in
 
 Range = tuple[int, int]  # [start, stop) along one dimension
 
@@ -203,62 +204,6 @@ def planned_placement(shape: Sequence[int], layout, *, dtype="float32", name: st
     return _from_sharding(shape, np.dtype(dtype), sharding, name, None)
 
 
-def layout_errors(shape: tuple[int, ...], axes: Sequence, axis_sizes: dict[str, int]) -> list[str]:
-    """Why `axes` cannot lay out a tensor of `shape` on a mesh (empty: it can).
-
-    Args:
-        shape: The tensor's shape.
-        axes: At most one entry per dimension: `None`, a mesh axis name, or a
-            tuple of names. A shorter layout is valid: JAX leaves the missing
-            trailing dimensions whole (as if padded with `None`).
-        axis_sizes: Mesh axis name -> size.
-    """
-    if len(axes) > len(shape):
-        return [
-            f"The layout has {len(axes)} entries but the tensor has {len(shape)} "
-            f"dimensions; give at most one entry (an axis name or None) per dimension "
-            f"(missing trailing entries mean None)."
-        ]
-    errors, used = [], []
-    for dim, entry in enumerate(axes):
-        names = _names(entry)
-        unknown = [a for a in names if a not in axis_sizes]
-        if unknown:
-            errors.append(f"Dimension {dim} names {unknown}, not an axis of the mesh {tuple(axis_sizes)}.")
-        used += names
-    errors += [f"Dimension {dim} has size {size}, which does not divide into {parts} equal parts along "
-               f"{'+'.join(names)}; pick a size that is a multiple of {parts} or leave this dimension unsplit (None)."
-               for dim, size, names, parts in indivisible(shape, axes, axis_sizes)]
-    twice = sorted({a for a in used if used.count(a) > 1})
-    if twice:
-        errors.append(f"Mesh axis {twice} is used for more than one dimension; each mesh axis can split one dimension.")
-    return errors
-
-
-def indivisible(shape: tuple[int, ...], axes: Sequence, axis_sizes: dict[str, int]) -> list[tuple]:
-    """`(dimension, size, mesh axes, parts)` for each dimension whose size does not divide into its axes' parts."""
-    found = []
-    for dim, (size, entry) in enumerate(zip(shape, axes)):
-        names = _names(entry)
-        if names and all(a in axis_sizes for a in names) and size % math.prod(axis_sizes[a] for a in names):
-            found.append((dim, size, names, math.prod(axis_sizes[a] for a in names)))
-    return found
-
-
-def _names(entry) -> tuple[str, ...]:
-    if entry is None:
-        return ()
-    return (entry,) if isinstance(entry, str) else tuple(entry)
-
-
-def axes_used(axes: Sequence) -> tuple[str, ...]:
-    """The mesh axes a layout's entries split over, in order: `(None, ("batch", "model"))` -> `("batch", "model")`.
-
-    Each entry is `None`, an axis name, or a tuple of names (one dimension split over several axes).
-    """
-    return tuple(name for entry in axes for name in _names(entry))
-
-
 def per_device(placements) -> dict[str, int]:
     """Bytes per device of several tensors, summed from their `Placement`s (the one sum of the course)."""
     totals: dict[str, int] = {}
@@ -288,7 +233,7 @@ def _from_sharding(shape, dtype, sharding, name, shard_bytes) -> Placement:
         mesh_shape = tuple(sharding.mesh.devices.shape)
         axis_names = tuple(sharding.mesh.axis_names)
         spec = tuple(sharding.spec) + (None,) * (len(shape) - len(sharding.spec))
-        dim_axes = tuple(_names(entry) for entry in spec)
+        dim_axes = tuple(names_in(entry) for entry in spec)
     else:
         ordered = sorted(sharding.device_set, key=lambda d: d.id)
         mesh_shape, axis_names = (len(ordered),), ()

@@ -7,7 +7,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from keras import distribution
 
 from course_utils import make_mesh, mesh_shapes, placement, planned_placement, shard_of
-from course_utils.placements import layout_errors
+from course_utils.layout_axes import layout_errors
 
 SHAPES = [(8, 1), (4, 2), (2, 4), (1, 8)]
 

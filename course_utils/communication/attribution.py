@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from course_utils._table import Table
 from course_utils.communication.hlo import CollectiveOp
-from course_utils.placements import axes_used, placement
+from course_utils.layout_axes import axes_used
+from course_utils.placements import placement
 
 LOSS, STEP = "(loss)", "(training step)"
 

@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from course_utils.communication.hlo import Collective
-from course_utils.placements import axes_used, placement
+from course_utils.layout_axes import axes_used
+from course_utils.placements import placement
 
 
 def expected_collectives(model, distribution, batch_shape, *, outputs=None) -> list[Collective]:

@@ -14,7 +14,8 @@ import os
 import sys
 import tempfile
 
-from course_utils.course.runner import CELL_TIMEOUT, Failed, cell_seconds, execute_series, stopped_like_ctrl_c
+from course_utils.course.kernels import stopped_like_ctrl_c
+from course_utils.course.runner import CELL_TIMEOUT, Failed, cell_seconds, execute_series
 from course_utils.course.transforms import lessons
 
 # Every lesson must stay within its budget, cold (the README's benchmark section); the targets are what the

@@ -19,7 +19,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from course_utils.course.runner import stopped_like_ctrl_c
+    from course_utils.course.kernels import stopped_like_ctrl_c
 
     try:
         with stopped_like_ctrl_c():

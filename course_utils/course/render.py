@@ -31,7 +31,8 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.course.runner import CELL_TIMEOUT, Failed, IncompleteBuild, cell_seconds, stopped_like_ctrl_c
+from course_utils.course.kernels import stopped_like_ctrl_c
+from course_utils.course.runner import CELL_TIMEOUT, Failed, IncompleteBuild, cell_seconds
 
 TEMPLATES = Path(__file__).parent / "templates"
 REVEAL_DIR = "reveal.js"

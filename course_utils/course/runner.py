@@ -12,18 +12,14 @@ import contextlib
 import json
 import os
 import re
-import shutil
-import signal
-import tempfile
-import threading
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
+from course_utils.course.kernels import Kernels, client_class
 from course_utils.course.transforms import with_solutions
 
 _MARK = "COURSE_PEAK_RSS="
@@ -91,7 +87,7 @@ class LessonRun:
 
 def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tuple[str, ...] = (),
             timeout: int = 600, env: dict | None = None, kernel: str = "python3",
-            _kernels: _Kernels | None = None) -> LessonRun:
+            _kernels: Kernels | None = None) -> LessonRun:
     """Runs a lesson top to bottom in a fresh kernel, from the lesson's folder, checking its claims.
 
     After each code cell that carries claims, a cell evaluates their checks in the kernel
@@ -130,7 +126,7 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
     # Everything the run reports is read before the kernel stops, so it is stopped at once: a graceful
     # shutdown only spends a second tearing Keras and JAX down, which no learner waits for (a lesson
     # cleans up after itself in its cells: tests/test_checkpoints.py checks lesson 07's temporary folder).
-    client = _client_class()(notebook, timeout=timeout, kernel_name=kernel, shutdown_kernel="immediate",
+    client = client_class()(notebook, timeout=timeout, kernel_name=kernel, shutdown_kernel="immediate",
                              resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     with _kernels.running(client) if _kernels is not None else contextlib.nullcontext():
@@ -145,71 +141,6 @@ def execute(path: str | os.PathLike, *, solutions: bool = False, extra_cells: tu
 
 
 CELL_TIMEOUT = 600  # seconds a lesson's cell may run, unless a build's --timeout says otherwise
-
-
-def _client_class():
-    """nbclient's NotebookClient, its kernels' connection files in `connection_folder()`."""
-    from nbclient import NotebookClient
-
-    class Client(NotebookClient):
-        def create_kernel_manager(self):
-            manager = super().create_kernel_manager()
-            manager.connection_file = str(connection_folder() / f"kernel-{uuid.uuid4().hex}.json")
-            return manager
-
-        def _cleanup_kernel(self):  # registered at exit by nbclient; a kernel stopped by the series is gone
-            if self.km is not None:
-                super()._cleanup_kernel()
-
-    return Client
-
-
-def connection_folder() -> Path:
-    """Where this process's lesson kernels keep their connection files (ports and key, one small JSON each).
-
-    jupyter_client deletes a kernel's file when the kernel is cleaned up, which a killed process
-    (SIGKILL, an out-of-memory kill) never does: so the files go into a folder named after the
-    process, `<tmp>/course-kernels-<uid>/<pid>`, and the next run removes the folders of processes
-    that no longer run.
-    """
-    root = Path(tempfile.gettempdir()) / f"course-kernels-{getattr(os, 'getuid', lambda: 'user')()}"
-    root.mkdir(mode=0o700, exist_ok=True)
-    mine = root / str(os.getpid())
-    if not mine.is_dir():
-        for other in root.iterdir():
-            if other.name.isdigit() and not _running(int(other.name)):
-                shutil.rmtree(other, ignore_errors=True)
-        mine.mkdir(mode=0o700, exist_ok=True)
-    return mine
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-@contextlib.contextmanager
-def stopped_like_ctrl_c():
-    """SIGTERM (a `kill`, a CI job cancelled, a terminal closed) ends the command as Ctrl-C does: as
-    KeyboardInterrupt, so every `finally` runs. The kernels are stopped and their connection files
-    (`tmp*.json` in the temporary folder, which jupyter_client deletes when a kernel is cleaned up)
-    are removed; by default SIGTERM ends Python at once and leaves both. Only in the main thread."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
 
 
 def cell_seconds(value: str) -> int:
@@ -291,7 +222,7 @@ def execute_series(paths: Iterable[str | os.PathLike], *, workers: int = SERIES_
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers is how many lessons run at once, a whole number of at least 1. "
                          f"Received: {workers!r}.")
-    kernels = _Kernels()
+    kernels = Kernels()
     pool = ThreadPoolExecutor(workers, thread_name_prefix="lesson")
     futures = collections.deque((Path(path), pool.submit(execute, path, _kernels=kernels, **kwargs))
                                 for path in paths)
@@ -312,40 +243,6 @@ def execute_series(paths: Iterable[str | os.PathLike], *, workers: int = SERIES_
             kernels.kill()  # again each round, for a kernel that was still starting
             running = list(wait(running, timeout=0.5).not_done)
         pool.shutdown()
-
-
-class _Kernels:
-    """The kernels of a series' lessons while they run, so the series can stop them."""
-
-    def __init__(self):
-        self._clients, self._lock = set(), threading.Lock()
-
-    @contextlib.contextmanager
-    def running(self, client):
-        with self._lock:
-            self._clients.add(client)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._clients.discard(client)
-
-    def kill(self) -> None:
-        """Kills every running kernel and what it started (its process group); its `execute` then raises."""
-        with self._lock:
-            clients = list(self._clients)
-        for client in clients:
-            provisioner = getattr(getattr(client, "km", None), "provisioner", None)
-            process = getattr(provisioner, "process", None)
-            if process is None:
-                continue  # not started yet: killed on the next round
-            try:
-                if getattr(provisioner, "pgid", None) and hasattr(os, "killpg"):
-                    os.killpg(provisioner.pgid, signal.SIGKILL)
-                else:
-                    process.kill()
-            except (ProcessLookupError, OSError):
-                pass  # it ended meanwhile
 
 
 def _harness_cell(source: str, role: str):

@@ -19,7 +19,7 @@ from course_utils.keras_internals import all_layers
 from course_utils.layouts.layer_outputs import layer_outputs
 from course_utils.guards import require_built
 from course_utils.layouts.layout_map import matched_rule
-from course_utils.placements import layout_errors
+from course_utils.layout_axes import layout_errors
 
 
 LARGE_SHARE = 0.01  # a matrix of at least this share of the model's parameters, left whole, is warned about

@@ -25,7 +25,7 @@ from course_utils.memory import fit_checks
 from course_utils.memory.presets import GIB, MESH_AXES, PRESETS, Preset, abstract_model, layout_for
 from course_utils.memory.state import memory_of_rows, shape_only_optimizer
 from course_utils.mesh import make_mesh
-from course_utils.placements import axes_used, indivisible
+from course_utils.layout_axes import axes_used, indivisible
 
 HEADROOM = 0.10  # "fits" only with at least this share of the device left
 SCRATCH = 0.10  # XLA's working memory, allowed for as this share of the rest

@@ -6,7 +6,8 @@ import html
 
 import ipywidgets as widgets
 
-from course_utils.placements import Placement, layout_errors, planned_placement
+from course_utils.layout_axes import layout_errors
+from course_utils.placements import Placement, planned_placement
 from course_utils.viz.tensor import placement_scene
 from course_utils.widgets.base import Explorer, render
 

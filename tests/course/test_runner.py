@@ -125,7 +125,7 @@ def test_a_build_killed_with_sigterm_stops_its_kernels_and_leaves_no_connection_
 def test_a_bench_stopped_with_ctrl_c_says_so_and_a_killed_runs_files_go_at_the_next_run(tmp_path):
     import signal
 
-    from course_utils.course.runner import connection_folder
+    from course_utils.course.kernels import connection_folder
 
     code, said, during, connections, kernel = _stopped(
         tmp_path, "course_utils.course.bench", ["{lessons}"], signal.SIGINT)

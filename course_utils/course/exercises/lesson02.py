@@ -49,7 +49,8 @@ def kernel_columns(answer):
     """
     from keras import distribution
 
-    from course_utils.placements import layout_errors, planned_placement
+    from course_utils.layout_axes import layout_errors
+    from course_utils.placements import planned_placement
 
     if isinstance(answer, str) or not isinstance(answer, (tuple, list)):
         return "Give a tuple with one entry per kernel dimension, each an axis name or None."
