@@ -16,7 +16,9 @@ import re
 from dataclasses import dataclass
 
 from course_utils._table import Table
+from course_utils.communication.expectation import splitting_batch_axis
 from course_utils.communication.hlo import CollectiveOp
+from course_utils.communication.traffic import operand_bytes, ring_sent_bytes
 from course_utils.layout_axes import axes_used
 from course_utils.placements import placement
 
@@ -51,6 +53,17 @@ class CollectiveRow:
     name: str
     gradient: bool = False  # a sum of the devices' partial gradients over the batch axis
     updates: tuple[str, ...] = ()  # the weights an optimizer's-update collective may belong to
+    group_size: int = 1  # devices in each of its groups
+
+    @property
+    def operand_bytes(self) -> int:
+        """Bytes of its operands on each device (`traffic.operand_bytes`)."""
+        return operand_bytes(self.kind, self.bytes, self.group_size)
+
+    @property
+    def sent_bytes(self) -> int:
+        """Bytes each device sends over the links, with the ring algorithm (`traffic.ring_sent_bytes`)."""
+        return ring_sent_bytes(self.kind, self.bytes, self.group_size)
 
 
 class LayerTable(Table):
@@ -104,13 +117,15 @@ def attribute(ops: list[CollectiveOp], model, distribution, outputs) -> list[Col
             layer=layer, op=source.op if source else "", kind=op.kind, axes=op.axes, bytes=op.bytes,
             pass_="+".join(passes), weight=weight.path if weight is not None else "", name=op.name,
             reason=f"{len(op.shapes)} transfers combined by XLA; {reason}" if len(op.sources) > 1 else reason,
-            gradient=reason.startswith(_GRADIENTS),
+            gradient=reason.startswith(_GRADIENTS), group_size=op.group_size,
         ))
     return rows
 
 
 _GRADIENTS = "partial gradients"
 UPDATE = "the optimizer's update of weights replicated over the batch axis, computed split"
+RESHARD = ("resharding no rule of the layout asks for (all-to-all, collective-permute): activations or weights "
+           "moved from one split to another")
 FSDP = "weights split over the batch axis (FSDP): gathered, or their activations instead"
 OTHER = "layers and operations the expectation does not model (embedding lookups, norms, softmax, routing)"
 _MODELLED_OPS = ("dot_general",)
@@ -124,14 +139,18 @@ def unmodelled_part(row: CollectiveRow, model, distribution) -> str | None:
     """
     if row.pass_ == "optimizer":
         return UPDATE
-    batch_axis = distribution.batch_dim_name
+    if row.kind == "all-to-all":
+        return RESHARD
+    batch_axis = splitting_batch_axis(distribution)  # None on an axis of one device: nothing is FSDP's over it
     layers = set(row.layer.split(" + "))
-    split = [v.path.rsplit("/", 1)[0] in layers and batch_axis in axes_used(distribution.get_variable_layout(v).axes)
+    split = [batch_axis in axes_used(distribution.get_variable_layout(v).axes)
              for v in model.trainable_variables if v.path.rsplit("/", 1)[0] in layers]
     if row.gradient and not all(split or [False]):
         return None  # the gradient sums of weights not split over the batch axis: modelled
     if any(split):
         return FSDP
+    if row.kind == "collective-permute":
+        return RESHARD
     if row.op and row.op not in _MODELLED_OPS:
         return OTHER
     if row.op and not _has_kernel(layers, model):
@@ -168,7 +187,7 @@ def _update_row(op: CollectiveOp, owners, distribution) -> CollectiveRow:
     return CollectiveRow(layer=" + ".join(layers[:3]) + (f" + {len(layers) - 3} more" if len(layers) > 3 else ""),
                          op="", kind=op.kind, axes=op.axes, bytes=op.bytes, pass_="optimizer",
                          weight=owners[0].path if len(owners) == 1 else "", reason=reason, name=op.name,
-                         updates=tuple(v.path for v in owners))
+                         updates=tuple(v.path for v in owners), group_size=op.group_size)
 
 
 def _layer_of(scope: str, scopes: dict[str, str]) -> str:
@@ -195,6 +214,9 @@ def _reason(op: CollectiveOp, source, layer: str, weight, model, distribution) -
         if op.kind == "all-gather":
             return (f"{weight.path} is split {axes} and {source.op} needs it whole along {over}: "
                     f"XLA gathers it {when}")
+        if op.kind in ("all-to-all", "collective-permute"):
+            return (f"resharding: {weight.path} (split {axes}) is moved from one split to another along {over} "
+                    f"for {source.op} {when}")
         return f"{weight.path} (split {axes}) is moved by a {op.kind} over {over} for {source.op} {when}"
     if op.kind in ("all-reduce", "reduce-scatter") and source.backward and _is_gradient(op, layer, model):
         scatter = " and scattered to the devices that hold each part" if op.kind == "reduce-scatter" else ""
@@ -210,6 +232,10 @@ def _reason(op: CollectiveOp, source, layer: str, weight, model, distribution) -
         kernel = _kernel_layout(layer, model, distribution)
         return (f"an input of {layer}'s {source.op} is split over {over}{kernel}, and {source.op} needs it whole "
                 f"there: XLA gathers it {when}")
+    if op.kind in ("all-to-all", "collective-permute"):
+        return (f"resharding: XLA moves the activations of {layer}'s {source.op} from one split to another "
+                f"along {over} {when}; no rule asks for it (two rules split one dimension over different axes, "
+                f"or an output layout does)")
     return f"XLA moves blocks of an operand of {layer}'s {source.op} between devices along {over} {when}"
 
 

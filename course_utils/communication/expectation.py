@@ -118,7 +118,7 @@ def _kernel_collectives(model, distribution, sizes, layer, kernel, letters, shap
     batch_axis = distribution.batch_dim_name
     batch_parts = sizes.get(batch_axis, 1)
     axes = dict(zip(rhs, tuple(distribution.get_variable_layout(kernel).axes) + (None,) * len(rhs)))
-    if batch_axis in axes_used(axes.values()):
+    if splitting_batch_axis(distribution) in axes_used(axes.values()):
         return []  # split over the batch axis: not modelled
     size = dict(zip(rhs, kernel.shape))
     if layer.path in shapes:
@@ -150,14 +150,14 @@ def _kernel_collectives(model, distribution, sizes, layer, kernel, letters, shap
 
 def not_modelled(model, distribution) -> list[str]:
     """The split weights whose communication `expected_collectives` does not predict, one line each."""
-    batch_axis = distribution.batch_dim_name
+    batch_axis = splitting_batch_axis(distribution)
     modelled = {id(kernel) for _, kernel, _ in _kernels(model, {})}
     notes = []
     for variable in model.trainable_variables:
         axes = tuple(distribution.get_variable_layout(variable).axes)
         if not axes_used(axes) or variable.path.endswith("/bias"):
             continue  # whole, or a bias (added where its layer's output already is)
-        if batch_axis in axes_used(axes):
+        if batch_axis is not None and batch_axis in axes_used(axes):
             notes.append(f"{variable.path} is split {axes}, over the batch axis '{batch_axis}': gathered where "
                          f"it is used, or the activations are gathered instead")
         elif id(variable) not in modelled:
@@ -202,3 +202,11 @@ def moved_to_the_update(model, distribution, rows) -> dict[tuple, int]:
     updated = {path for row in rows for path in row.updates}
     return {("all-reduce", (distribution.batch_dim_name,)): sum(
         placement(v).largest_shard_bytes for v in model.trainable_variables if v.path in updated)}
+
+
+def splitting_batch_axis(distribution) -> str | None:
+    """The distribution's batch axis when it splits anything (more than one device along it), else None: an
+    axis of one device leaves every weight "split" over it whole, so nothing is FSDP's over it."""
+    mesh = distribution.device_mesh
+    axis = distribution.batch_dim_name
+    return axis if dict(zip(mesh.axis_names, mesh.shape)).get(axis, 1) > 1 else None

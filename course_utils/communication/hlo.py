@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from course_utils.communication.traffic import operand_bytes, ring_sent_bytes
+
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
 
@@ -80,6 +82,17 @@ class CollectiveOp:
     operand: str = ""
     parts: tuple[tuple[Source, ...], ...] = ()
     operand_sources: tuple[Source, ...] = ()
+    group_size: int = 1
+
+    @property
+    def operand_bytes(self) -> int:
+        """Bytes of its operands on each device (`operand_bytes`)."""
+        return operand_bytes(self.kind, self.bytes, self.group_size)
+
+    @property
+    def sent_bytes(self) -> int:
+        """Bytes each device sends over the links, with the ring algorithm (`ring_sent_bytes`)."""
+        return ring_sent_bytes(self.kind, self.bytes, self.group_size)
 
 
 _OP = re.compile(r"=\s*(\(.*?\)|[a-z0-9]+\[[0-9,]*\](?:\{[^}]*\})?)\s+(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
@@ -137,8 +150,10 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
             if instruction else ("", [])
         sources = _sources(line)
         pieces = taken_apart.get(name, {}) if result.startswith("(") else {}
+        groups = _groups(line)
         ops.append(CollectiveOp(
-            name=name, kind=kind, axes=_axes_of(line, axis_names, mesh_shape), bytes=size,
+            name=name, kind=kind, axes=_axes_of(groups, axis_names, mesh_shape), bytes=size,
+            group_size=_group_size(kind, groups, axis_names, mesh_shape, line),
             shapes=tuple(dims for _, dims in arrays), sources=sources,
             operand=_program_input(operands, producers),
             parts=tuple(pieces.get(i, ()) for i in range(max(pieces) + 1)) if pieces else (sources,),
@@ -228,14 +243,24 @@ def _is_detail(name: str) -> bool:
     return "->" in name or "," in name
 
 
-def _axes_of(line: str, axis_names, mesh_shape) -> tuple[str, ...]:
-    """The mesh axes along which a collective's device groups vary."""
-    groups = _groups(line)
+def _axes_of(groups, axis_names, mesh_shape) -> tuple[str, ...]:
+    """The mesh axes along which a collective's device groups (`_groups`) vary."""
     if groups is None:
         return ()
     coords = [np.array(np.unravel_index(np.asarray(g), mesh_shape)) for g in groups if len(g) > 1]
     varying = {i for c in coords for i in range(len(mesh_shape)) if len(set(c[i])) > 1}
     return tuple(a for i, a in enumerate(axis_names) if i in varying)
+
+
+def _group_size(kind: str, groups, axis_names, mesh_shape, line: str) -> int:
+    """How many devices take part in each group of a collective: a collective-permute's ring is the devices
+    its pairs join (along the axes they vary over); the others' groups are listed."""
+    if groups is None:
+        return 1
+    if kind == "collective-permute" or "source_target_pairs" in line:
+        sizes = dict(zip(axis_names, mesh_shape))
+        return math.prod(sizes[a] for a in _axes_of(groups, axis_names, mesh_shape)) or 1
+    return max(len(g) for g in groups)
 
 
 def _iota(dims: str, perm: str | None) -> np.ndarray:

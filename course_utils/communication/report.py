@@ -15,6 +15,7 @@ from course_utils.communication.expectation import OPTIONAL, expected_collective
 from course_utils.xla_settings import READING_COMPILE
 from course_utils.guards import require_batch_splits, require_compiled, require_laid_out
 from course_utils.communication.hlo import Collective, collective_ops, summed
+from course_utils.communication.traffic import TrafficTable, traffic
 from course_utils.communication.train_step import compiled_train_step, jax_leaves, training_batch
 from course_utils.layouts.layer_outputs import layer_outputs
 
@@ -58,6 +59,21 @@ class CommunicationReport(Table):
     def bytes_over(self, *axes: str, kind: str = "all-reduce") -> int:
         """Compiled bytes per device of `kind` collectives over exactly these axes."""
         return sum(c.bytes for c in self.compiled if c.kind == kind and c.axes == tuple(axes))
+
+    def traffic(self) -> TrafficTable:
+        """Bytes per device the step moves per mesh axes and pass: results, operands, and what the ring
+        algorithm sends over the links (the cost; `.bytes_over` and `.compiled` count results)."""
+        return traffic(self.collectives, title=f"{self.title}: bytes per device by mesh axes and pass")
+
+    @property
+    def coverage(self) -> float:
+        """The share of the step's collective bytes (results) the layout's expectation models (1.0: all of them);
+        AGREE or DIFFER speaks of that share only."""
+        total = sum(r.bytes for r in self.collectives)
+        modelled = {(e.kind, e.axes) for e in self.expected}
+        unmodelled = self._unmodelled_rows()
+        covered = sum(r.bytes for r in self.collectives if (r.kind, r.axes) in modelled and r not in unmodelled)
+        return covered / total if total else 1.0
 
     def bytes_by_axis(self) -> dict[str, int]:
         """Compiled bytes per device each mesh axis carries, every kind of collective summed (a collective over
@@ -126,11 +142,15 @@ class CommunicationReport(Table):
         """The verdict (AGREE or DIFFER, with each difference), what is shown apart, how it was compiled."""
         differences = self.differences()
         modelled = "on what it models" if self._unmodelled_rows() else ""
+        share = f" (the expectation models {self.coverage:.0%} of the step's collective bytes)"
         if not differences:
-            lines = [f"AGREE: the compiled program holds what the layout predicts{', ' + modelled if modelled else ''}"]
+            lines = [f"AGREE: the compiled program holds what the layout predicts{', ' + modelled if modelled else ''}"
+                     f"{share if self.collectives else ''}"]
         else:
-            lines = ["DIFFER: the compiled program and what the layout predicts differ:"]
+            lines = [f"DIFFER: the compiled program and what the layout predicts differ{share}:"]
             lines += [f"- {line}" for line in differences]
+        if self.collectives:
+            lines.append(_cost_line(self))
         for part, by_key in self.unmodelled().items():
             amounts = "; ".join(f"{n:,} bytes of {_label(key)}" for key, n in by_key.items())
             lines.append(f"Not modelled, shown apart: {part}: {amounts}")
@@ -141,6 +161,16 @@ class CommunicationReport(Table):
                 lines.append(f"- ... and {len(self.not_modelled) - 8} more (.not_modelled)")
         lines.append(self.compiled_with)
         return lines
+
+
+def _cost_line(report) -> str:
+    """What the step sends per device over each mesh axis, ring algorithm, every pass."""
+    by_axes: dict[tuple, int] = {}
+    for row in report.collectives:
+        by_axes[row.axes] = by_axes.get(row.axes, 0) + row.sent_bytes
+    parts = "; ".join(f"{n:,} over {'+'.join(axes) or 'no axis'}" for axes, n in by_axes.items())
+    return (f"Cost: {sum(by_axes.values()):,} bytes sent per device in one step ({parts}; ring algorithm, "
+            f".traffic() by pass)")
 
 
 def _label(key) -> str:
