@@ -40,6 +40,7 @@ _EXPORTS = {
     "course_utils.memory.activations": ("saved_for_backward",),
     "course_utils.memory.fit": ("FitReport", "will_it_fit"),
     "course_utils.communication.report": ("CommunicationReport", "communication_report"),
+    "course_utils.communication.traffic": ("compare_communication",),
     "course_utils.train": ("TrainingRun", "reordered_rows", "run_training"),
     "course_utils.equivalence": ("Comparison", "RunComparison", "compare_runs", "compare_weights"),
     "course_utils.checkpoints": ("load_checkpoint", "save_checkpoint"),

@@ -24,8 +24,6 @@ DEFERRED_KEY = "uninitialized_variables"
 
 # (what owns it, attribute): the private names used below.
 ATTRIBUTES = (
-    ("keras.Model", "_get_jax_state"),
-    ("keras.Model", "_get_state_sharding_spec"),
     ("keras.layers.Layer", "_flatten_layers"),
     ("keras.layers.Layer", "_layers"),
     ("keras.distribution.ModelParallel", "_layout_map"),
@@ -34,11 +32,6 @@ ATTRIBUTES = (
     ("keras.src.backend.common.global_state", "get_global_attribute"),
     ("keras.src.backend.common.global_state", "set_global_attribute"),
 )
-
-
-def training_state(model) -> tuple:
-    """The state `model.train_step` takes under JAX: trainable, non-trainable, optimizer, metrics."""
-    return model._get_jax_state(True, True, True, True)
 
 
 def state_after_step(model) -> tuple[list, list, list]:
@@ -69,11 +62,6 @@ def one_step(model, state: tuple[list, list, list], batch) -> tuple[list, list, 
     metrics = [np.zeros(v.shape, v.dtype) for v in model.metrics_variables]
     _, (trainable, non_trainable, optimizer, _) = model.train_function((*state, metrics), iter([batch]))
     return tuple([np.array(value) for value in part] for part in (trainable, non_trainable, optimizer))
-
-
-def state_shardings(model):
-    """The shardings of `training_state(model)`, as Keras's JAX trainer passes them to `jax.jit`."""
-    return model._get_state_sharding_spec()
 
 
 def all_layers(model, *, include_self: bool = True) -> list:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from course_utils.keras_internals import state_shardings, symbolic_build, training_state
+from course_utils.keras_internals import symbolic_build
+from course_utils.layouts.layout_map import layout_for, optimizer_owners
 from course_utils.xla_settings import READING_COMPILE, layer_names_kept
 
 
@@ -66,17 +67,27 @@ def _sparse_loss(model) -> bool:
 
 
 def compiled_train_step(model, distribution, batch, *, options: dict | None = READING_COMPILE) -> str:
-    """The text of Keras's training step compiled by XLA under `distribution`.
+    """The text of Keras's training step compiled by XLA under `distribution` (`compile_train_step`)."""
+    return compile_train_step(model, distribution, batch, options=options).as_text()
+
+
+def compile_train_step(model, distribution, batch, *, options: dict | None = READING_COMPILE, donate: bool = False):
+    """Keras's training step of `model`, compiled by XLA under `distribution`: a `jax.stages.Compiled`.
+
+    The model may be real or shape-only (`memory.presets.abstract_model`): the step is compiled for the
+    shapes, dtypes and layouts of its state (`step_state`), never for its values, so nothing is allocated.
 
     Args:
         model: A compiled, built model.
         distribution: The distribution the step runs under.
         batch: `(x, y[, sample_weight])` of `jax.ShapeDtypeStruct`s (see `training_batch`);
             each is laid out as `fit` lays out data (`distribution.get_data_layout`).
-        options: XLA compiler options. The default, `devices.READING_COMPILE`,
+        options: XLA compiler options. The default, `xla_settings.READING_COMPILE`,
             turns XLA's backend optimisations off: they do not change the
             collectives the partitioner inserts, and cost most of the time.
-            None: XLA's defaults.
+            None: XLA's defaults (what `fit` runs; for its memory).
+        donate: Give the state's buffers to the step, as `fit` does (`donate_argnums=0`): the new
+            state is written where the old one was, which `memory_analysis()` counts as aliased.
     """
     import jax
 
@@ -87,8 +98,29 @@ def compiled_train_step(model, distribution, batch, *, options: dict | None = RE
     batch = jax.tree.map(laid_out, batch)
     with distribution.scope():
         symbolic_build(model, batch)
-        state = training_state(model)
-        step = jax.jit(model.train_step, out_shardings=(None, state_shardings(model)))
+        state = step_state(model, distribution)
+        shardings = jax.tree.map(lambda spec: spec.sharding, state)
+        step = jax.jit(model.train_step, out_shardings=(None, shardings), donate_argnums=0 if donate else ())
         with layer_names_kept():
             lowered = step.lower(state, batch)
-        return lowered.compile(compiler_options=options).as_text()
+        return lowered.compile(compiler_options=options)
+
+
+def step_state(model, distribution) -> tuple:
+    """The state Keras's step takes (trainable, non-trainable, optimizer and metrics variables) as
+    `jax.ShapeDtypeStruct`s laid out by `distribution`, as `fit` lays them out: each weight by Keras's own
+    lookup, each optimizer slot as its weight (`layouts.layout_map.layout_rows`' rule), read from shapes."""
+    import jax
+
+    optimizer = model.optimizer
+    weights = {v.path: v for v in model.trainable_variables}
+    owners = optimizer_owners(optimizer.variables, model.trainable_variables)
+
+    def spec(variable, owner=None):
+        layout = layout_for(distribution, owner if owner is not None else variable)
+        return jax.ShapeDtypeStruct(tuple(variable.shape), jax.dtypes.canonicalize_dtype(variable.dtype),
+                                    sharding=layout.backend_layout)
+
+    return ([spec(v) for v in model.trainable_variables], [spec(v) for v in model.non_trainable_variables],
+            [spec(v, weights.get(owners.get(v.path))) for v in optimizer.variables],
+            [spec(v) for v in model.metrics_variables])

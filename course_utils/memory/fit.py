@@ -22,12 +22,14 @@ from course_utils._table import Table
 from course_utils.layouts.layout_map import layout_for as variable_layout
 from course_utils.layouts.layout_map import layout_rows
 from course_utils.memory import fit_checks
-from course_utils.memory.presets import GIB, MESH_AXES, PRESETS, Preset, abstract_model, layout_for
+from course_utils.memory.compiled import backbone_step_memory
+from course_utils.memory.presets import GIB, MESH_AXES, PRESETS, Preset, abstract_model, distribution_for, layout_name
 from course_utils.memory.state import memory_of_rows, shape_only_optimizer
 from course_utils.mesh import make_mesh
 from course_utils.layout_axes import axes_used, indivisible
 
 HEADROOM = 0.10  # "fits" only with at least this share of the device left
+APART = 0.25  # a traced estimate this far from the compiled peak is named in the report
 SCRATCH = 0.10  # XLA's working memory, allowed for as this share of the rest
 FITS, TIGHT, NO, CANNOT = "fits", "tight", "no", "cannot split"
 PARTS = ("weights", "gradients", "optimizer", "activations", "gathered", "scratch")
@@ -77,10 +79,22 @@ class Fit:
     scratch: float = 0.0
     problem: str | None = None
     split: CannotSplit | None = None  # the reason, when the problem is a dimension that does not divide
+    compiled: float | None = None  # GiB at the compiled step's peak (`compiled.backbone_step_memory`), if asked
 
     @property
     def total(self) -> float:
+        """The traced estimate: the sum of the parts."""
         return sum(getattr(self, part) for part in PARTS)
+
+    @property
+    def peak(self) -> float:
+        """What the verdict reads: the compiled step's peak when there is one (XLA's own buffers), else the total."""
+        return self.total if self.compiled is None else self.compiled
+
+    @property
+    def apart(self) -> float | None:
+        """How far the traced total is from the compiled peak, as a share of the compiled (None: not compiled)."""
+        return None if self.compiled is None or not self.compiled else abs(self.total - self.compiled) / self.compiled
 
     def verdict(self, device_gib: float, headroom: float = HEADROOM) -> str:
         """`"fits"` with at least `headroom` of the device left, `"tight"` when the total fits but
@@ -90,9 +104,9 @@ class Fit:
                              f"e.g. verdict(80).")
         if self.problem is not None:
             return CANNOT
-        if self.total <= (1 - headroom) * device_gib:
+        if self.peak <= (1 - headroom) * device_gib:
             return FITS
-        return TIGHT if self.total <= device_gib else NO
+        return TIGHT if self.peak <= device_gib else NO
 
     def fits(self, device_gib: float, headroom: float = HEADROOM) -> bool:
         """Whether the verdict on a device of `device_gib` is "fits" (room left, not only on paper)."""
@@ -115,20 +129,31 @@ class FitReport(Table):
         super().__init__(rows, title=title)
         self.device_gib = tuple(device_gib)
         self.headroom, self.counted, self.dtype = headroom, tuple(counted), dtype
+        self.compiled = any(r.compiled is not None for r in rows)
         self.columns = ("model", "mesh (batch, model)", *self.counted, "total GiB",
-                        *(f"{g:g} GiB device" for g in self.device_gib))
+                        *(("compiled GiB",) if self.compiled else ()), *(f"{g:g} GiB device" for g in self.device_gib))
 
     def cells(self, row: Fit) -> list[str]:
         verdicts = [row.verdict(g, self.headroom) for g in self.device_gib]
+        compiled = ((f"{row.compiled:.1f}" if row.compiled is not None and not row.problem else "-",)
+                    if self.compiled else ())
         if row.problem:
-            return [row.model, str(row.mesh_shape), *("-" for _ in self.counted), "-", *verdicts]
+            return [row.model, str(row.mesh_shape), *("-" for _ in self.counted), "-", *compiled, *verdicts]
         return [row.model, str(row.mesh_shape), *(f"{getattr(row, part):.1f}" for part in self.counted),
-                f"{row.total:.1f}", *verdicts]
+                f"{row.total:.1f}", *compiled, *verdicts]
 
     def notes(self) -> list[str]:
         """The legend, then why each "cannot split" row cannot."""
-        return [self.legend, *(f"- cannot split {r.model} on {r.mesh_shape}: {r.problem}." for r in self.rows
-                               if r.problem)]
+        lines = [self.legend, *(f"- cannot split {r.model} on {r.mesh_shape}: {r.problem}." for r in self.rows
+                                if r.problem)]
+        if self.compiled:
+            lines.append("traced: the parts above, estimated from shapes; compiled: the peak of XLA's own buffers for "
+                         "the step (CPU program); the verdicts read the compiled figure.")
+            lines += [f"- {r.model} on {r.mesh_shape}: traced {r.total:.1f} GiB, compiled {r.compiled:.1f} GiB (the "
+                      f"estimate is {r.total / r.compiled:.2f}x the compiled peak, more than {APART:.0%} off): the "
+                      f"verdict trusts the compiled step, the program that runs"
+                      for r in self.rows if r.apart is not None and r.apart > APART]
+        return lines
 
     @property
     def legend(self) -> str:
@@ -146,8 +171,8 @@ class FitReport(Table):
 
 
 def will_it_fit(models=tuple(PRESETS), mesh_shapes=((1, 8), (2, 4), (8, 1)), *, device_gib=(16, 80),
-                layout: str = "official", batch: int | None = None, seq: int | None = None,
-                dtype: str = "float32", remat: bool = False) -> FitReport:
+                layout="official", batch: int | None = None, seq: int | None = None,
+                dtype: str = "float32", remat: bool = False, compiled: bool = False) -> FitReport:
     """GiB per device of every model on every mesh, beside device sizes, with a verdict for each.
 
     Args:
@@ -158,8 +183,9 @@ def will_it_fit(models=tuple(PRESETS), mesh_shapes=((1, 8), (2, 4), (8, 1)), *, 
             `(2, 4)`, means that mesh only.
         device_gib: Device memory sizes to compare with, in GiB (numbers above 0); one number
             alone, `80`, means that size only.
-        layout: One of `sizing.LAYOUTS` ("official" is keras-hub's map, which splits weights
-            over `batch` too, as FSDP does).
+        layout: One of `presets.LAYOUTS` ("official" is keras-hub's map, which splits weights
+            over `batch` too, as FSDP does), or your own: a dict of rules `{key: axes}` naming
+            "batch" and "model", or a function `mesh -> LayoutMap`.
         batch, seq: The global batch (sequences, tokens each): with them the totals count the
             activations, FSDP's gathered weights and XLA's scratch space; without them the training
             state alone (and the verdicts say so).
@@ -167,6 +193,10 @@ def will_it_fit(models=tuple(PRESETS), mesh_shapes=((1, 8), (2, 4), (8, 1)), *, 
             built keeps its own).
         remat: Count the activations of rematerialised blocks (each block's input, recomputed
             one block at a time in the backward pass).
+        compiled: Also compile each step (shape-only, nothing allocated; a few seconds a mesh) and read
+            its peak from XLA (`compiled.backbone_step_memory`): a "compiled GiB" column, which the
+            verdicts then read, and a note where the traced total is more than 25 % from it. Needs
+            `batch` and `seq`.
 
     A layout that cannot split some weight on a mesh (Gemma 2B has one key/value head, and the
     official map splits heads over `model`), or a batch that does not split over the batch axis,
@@ -181,6 +211,9 @@ def will_it_fit(models=tuple(PRESETS), mesh_shapes=((1, 8), (2, 4), (8, 1)), *, 
         raise ValueError(f"dtype must be one of {POLICIES}. Received: dtype={dtype!r}.")
     fit_checks.check_layout(layout)
     fit_checks.check_batch(batch, seq)
+    if compiled and (batch is None or remat):
+        raise ValueError(f"compiled=True compiles the step fit runs on a batch, without rematerialisation: give "
+                         f"batch= and seq=, and remat=False. Received: batch={batch!r}, seq={seq!r}, remat={remat!r}.")
     named = fit_checks.checked_models(models)
     mesh_shapes = fit_checks.checked_mesh_shapes(mesh_shapes, len(course_devices()))
     device_gib = fit_checks.checked_device_gib(device_gib)
@@ -193,17 +226,18 @@ def will_it_fit(models=tuple(PRESETS), mesh_shapes=((1, 8), (2, 4), (8, 1)), *, 
 
             saved = saved_for_backward(built, batch, seq)
         adam = shape_only_optimizer(keras.optimizers.Adam(), built)  # its slots serve every mesh and layout
-        rows += [_fit(str(name), built, adam, shape, layout, saved, remat) for shape in mesh_shapes]
+        rows += [_fit(str(name), built, adam, shape, layout, saved, remat, compiled) for shape in mesh_shapes]
     counted = PARTS if batch is not None else PARTS[:3]
     step = (f", activations for a batch of {batch} x {seq} tokens{' (rematerialised)' if remat else ''}, "
             f"FSDP's gathered weights and {SCRATCH:.0%} for XLA" if batch is not None else " (activations not counted)")
     return FitReport(rows, device_gib=device_gib, counted=counted, dtype=dtype, title=(
-        f"GiB per device, {dtype}, Adam, the {layout} layout: training state{step}"))
+        f"GiB per device, {dtype}, Adam, {layout_name(layout)}: training state{step}"
+        + (", and the compiled step's peak" if compiled else "")))
 
 
-def _fit(name: str, model, optimizer, shape: tuple, layout: str, saved, remat: bool) -> Fit:
+def _fit(name: str, model, optimizer, shape: tuple, layout, saved, remat: bool, compiled: bool) -> Fit:
     """One model on one mesh, laid out once: its training state, FSDP's gathered weights, or why it cannot split."""
-    distribution = layout_for(type(model), make_mesh(shape, MESH_AXES), layout)
+    distribution = distribution_for(type(model), make_mesh(shape, MESH_AXES), layout)
     try:
         rows = layout_rows(model, distribution, optimizer_variables=optimizer.variables, compare_arrays=False)
     except ValueError as error:
@@ -220,7 +254,8 @@ def _fit(name: str, model, optimizer, shape: tuple, layout: str, saved, remat: b
     weights = {v.path for v in model.weights}
     gathered = gathered_weights([r for r in rows if r.path in weights], shape[0]) / GIB
     scratch = SCRATCH * (sum(state) + activations + gathered)
-    return Fit(name, shape, *state, activations=activations, gathered=gathered, scratch=scratch)
+    peak = backbone_step_memory(model, distribution, saved.batch, saved.seq).peak / GIB if compiled else None
+    return Fit(name, shape, *state, activations=activations, gathered=gathered, scratch=scratch, compiled=peak)
 
 
 def cannot_split(model, distribution) -> CannotSplit | None:

@@ -81,10 +81,25 @@ def device_size_ok(gib) -> bool:
 
 
 def check_layout(layout) -> None:
-    if layout not in LAYOUTS:
-        raise ValueError(f"Received: layout={layout!r}. A layout is one of {LAYOUTS}: 'official' is keras-hub's "
-                         f"own map, which splits weights over 'batch' too (as FSDP does); 'tensor_parallel' the "
-                         f"same without 'batch'; 'replicated' every weight whole on every device.")
+    if isinstance(layout, str):
+        usable = layout in LAYOUTS
+    elif isinstance(layout, dict):
+        usable = all(isinstance(key, str) and isinstance(axes, (tuple, list)) and all(_axis_entry(a) for a in axes)
+                     for key, axes in layout.items())
+    else:
+        usable = callable(layout)
+    if usable:
+        return
+    raise ValueError(f"Received: layout={layout!r:.100}. A layout is one of {LAYOUTS}: 'official' is keras-hub's "
+                     f"own map, which splits weights over 'batch' too (as FSDP does); 'tensor_parallel' the same "
+                     f"without 'batch'; 'replicated' every weight whole on every device. Or your own: a dict of "
+                     f"rules {{key: axes}} whose axes name {MESH_AXES} or None, or a function mesh -> LayoutMap.")
+
+
+def _axis_entry(entry) -> bool:
+    """None, a mesh axis of `MESH_AXES`, or a tuple of them (one dimension split over both)."""
+    names = entry if isinstance(entry, tuple) else (entry,)
+    return entry is None or all(name in MESH_AXES for name in names)
 
 
 def check_batch(batch, seq) -> None:

@@ -28,6 +28,10 @@ LAYOUTS = ("official", "tensor_parallel", "replicated")
 MESH_AXES = ("batch", "model")  # the axis names keras-hub's get_layout_map uses by default
 _GEMMA = "Gemma report (arXiv:2403.08295), Table 1, and the config.json of keras-hub's preset"
 _LLAMA = "Llama 3 config.json (meta-llama/Meta-Llama-3-8B) and the config.json of keras-hub's preset"
+_QWEN = ("Qwen2.5-7B config.json (Qwen/Qwen2.5-7B): 7.62 billion parameters, as Qwen's model card and keras-hub's "
+         "metadata of qwen2.5_math_7b_en (the same architecture) give; keras-hub's metadata of qwen2.5_7b_en says "
+         "6.99 billion, which its own config does not build")
+_QWEN_MOE = "Qwen1.5-MoE-A2.7B config.json (Qwen/Qwen1.5-MoE-A2.7B): 60 experts, 4 of them per token, and a shared expert"
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class Preset:
     backbone: str
     config: dict = field(repr=False)
     source: str = field(repr=False)
+    counted_as: str = ""  # the keras-hub preset whose metadata gives its parameter count, when not `name`
 
     def backbone_class(self):
         import keras_hub
@@ -52,7 +57,7 @@ class Preset:
     @property
     def params(self) -> int:
         """The parameter count keras-hub's preset metadata gives."""
-        return int(self.backbone_class().presets[self.name]["metadata"]["params"])
+        return int(self.backbone_class().presets[self.counted_as or self.name]["metadata"]["params"])
 
 
 PRESETS = {p.name: p for p in (
@@ -65,6 +70,14 @@ PRESETS = {p.name: p for p in (
     Preset("llama3_8b_en", "Llama3Backbone", dict(
         vocabulary_size=128256, num_layers=32, num_query_heads=32, num_key_value_heads=8,
         hidden_dim=4096, intermediate_dim=14336, rope_max_wavelength=500000), _LLAMA),
+    Preset("qwen2.5_7b_en", "QwenBackbone", dict(
+        vocabulary_size=152064, num_layers=28, num_query_heads=28, num_key_value_heads=4, hidden_dim=3584,
+        intermediate_dim=18944, rope_max_wavelength=1000000, tie_word_embeddings=False), _QWEN,
+        counted_as="qwen2.5_math_7b_en"),
+    Preset("qwen1.5_moe_2.7b_en", "QwenMoeBackbone", dict(
+        vocabulary_size=151936, num_layers=24, num_query_heads=16, num_key_value_heads=16, hidden_dim=2048,
+        intermediate_dim=5632, moe_intermediate_dim=1408, shared_expert_intermediate_dim=5632, num_experts=60,
+        top_k=4, rope_max_wavelength=1000000, tie_word_embeddings=False), _QWEN_MOE),
 )}
 
 
@@ -173,20 +186,42 @@ def without_axis(layout_map, axis: str):
     return make_layout_map(layout_map.device_mesh, rules)
 
 
-def layout_for(backbone_class, mesh, layout: str = "official"):
-    """The `ModelParallel` of a keras-hub backbone on `mesh` for one of `LAYOUTS`.
+def distribution_for(backbone_class, mesh, layout="official"):
+    """The `ModelParallel` of a keras-hub backbone on `mesh` (axes `MESH_AXES`) for a layout.
 
-    "official" is the backbone's `get_layout_map(mesh)`; "tensor_parallel"
-    that map without its `batch` entries; "replicated" an empty map.
+    Args:
+        backbone_class: e.g. `keras_hub.models.GemmaBackbone`.
+        mesh: A `DeviceMesh` with the axes "batch" and "model".
+        layout: One of `LAYOUTS`: "official" is the backbone's `get_layout_map(mesh)`, "tensor_parallel"
+            that map without its `batch` entries, "replicated" an empty map. Or your own: a dict of rules
+            `{key: axes}` naming "batch" and "model", or a function `mesh -> LayoutMap`.
     """
     from keras import distribution
 
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}. Received: layout={layout!r}.")
-    official = backbone_class.get_layout_map(mesh)
-    layout_map = {"official": official, "tensor_parallel": without_axis(official, "batch"),
-                  "replicated": distribution.LayoutMap(mesh)}[layout]
+    if isinstance(layout, str):
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, a dict of rules or a function mesh -> LayoutMap. "
+                             f"Received: layout={layout!r}.")
+        official = backbone_class.get_layout_map(mesh)
+        layout_map = {"official": official, "tensor_parallel": without_axis(official, "batch"),
+                      "replicated": distribution.LayoutMap(mesh)}[layout]
+    elif isinstance(layout, dict):
+        layout_map = make_layout_map(mesh, layout)
+    else:
+        layout_map = layout(mesh)
+        if not isinstance(layout_map, distribution.LayoutMap):
+            raise TypeError(f"A layout function takes a mesh and returns a keras.distribution.LayoutMap. Received "
+                            f"{type(layout_map).__name__} from {getattr(layout, '__name__', layout)!r}.")
     return distribution.ModelParallel(layout_map=layout_map, batch_dim_name="batch")
+
+
+def layout_name(layout) -> str:
+    """A layout as a title names it: "the official layout", "your 4 rules", "the layout get_layout_map makes"."""
+    if isinstance(layout, str):
+        return f"the {layout} layout"
+    if isinstance(layout, dict):
+        return f"your {len(layout)} rule{'s' if len(layout) != 1 else ''}"
+    return f"the layout {getattr(layout, '__name__', 'your function')} makes"
 
 
 def training_memory(model, mesh_shape, *, config: dict | None = None, layout: str = "official",
@@ -212,4 +247,4 @@ def training_memory(model, mesh_shape, *, config: dict | None = None, layout: st
 
     built = model if isinstance(model, keras.Model) else abstract_model(model, config, **overrides)
     mesh = make_mesh(mesh_shape, MESH_AXES)
-    return planned_memory(built, layout_for(type(built), mesh, layout), optimizer=optimizer)
+    return planned_memory(built, distribution_for(type(built), mesh, layout), optimizer=optimizer)

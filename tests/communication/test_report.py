@@ -1,6 +1,7 @@
 """Collectives from the real compiled step, beside what the layout predicts."""
 
 import keras
+import numpy as np
 import pytest
 from keras import distribution
 
@@ -171,3 +172,21 @@ def test_a_model_built_outside_the_scope_is_refused_with_the_fix():
     with pytest.raises(ValueError, match=r"4 of the model's 4 variables \(first: 'mlp/d1/kernel'\) live outside "
                                          r"its mesh \(2, 4\).*inside `with distribution.scope\(\):`"):
         communication_report(model, mp, (32, 16))  # once JAX's 'incompatible devices ... state[2][2]'
+
+
+def test_the_step_state_read_from_shapes_is_the_state_fit_holds(tiny):
+    """`step_state` lays out the state Keras's JAX `train_step(state, data)` takes (trainable, non-trainable,
+    optimizer and metrics variables, the order Keras's guide to a custom `train_step` documents) from shapes:
+    the same shapes, dtypes and shardings as the real arrays of a model built under the distribution."""
+    from course_utils.communication.train_step import step_state
+
+    dist = tiny.megatron((2, 4))
+    model = tiny.built_under(dist)
+    model.optimizer.build(model.trainable_variables)
+    with dist.scope():
+        model.evaluate(np.zeros((8, 16), "float32"), np.zeros((8, 4), "float32"), verbose=0)  # metrics built
+    real = (model.trainable_variables, model.non_trainable_variables, model.optimizer.variables,
+            model.metrics_variables)
+    for specs, variables in zip(step_state(model, dist), real, strict=True):
+        assert [(s.shape, s.dtype, s.sharding) for s in specs] == [
+            (tuple(v.value.shape), v.value.dtype, v.value.sharding) for v in variables]

@@ -10,7 +10,7 @@ keras_hub = pytest.importorskip("keras_hub")
 from course_utils import make_mesh, memory_report  # noqa: E402
 from course_utils.memory.state import planned_memory  # noqa: E402
 from course_utils.memory.presets import (  # noqa: E402
-    LAYOUTS, MESH_AXES, PRESETS, abstract_model, layout_for, training_memory, without_axis)
+    LAYOUTS, MESH_AXES, PRESETS, abstract_model, distribution_for, training_memory, without_axis)
 
 TINY_GEMMA = dict(vocabulary_size=512, num_layers=2, num_query_heads=4, num_key_value_heads=4, hidden_dim=64,
                   intermediate_dim=256, head_dim=16)
@@ -28,7 +28,7 @@ def _real(backbone_class, config, distribution):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_shape_only_bytes_equal_the_real_shards_of_gemma(layout):
-    dist = layout_for(keras_hub.models.GemmaBackbone, make_mesh((2, 4), MESH_AXES), layout)
+    dist = distribution_for(keras_hub.models.GemmaBackbone, make_mesh((2, 4), MESH_AXES), layout)
     real = memory_report(_real(keras_hub.models.GemmaBackbone, TINY_GEMMA, dist), dist)
     planned = training_memory(keras_hub.models.GemmaBackbone, (2, 4), config=TINY_GEMMA, layout=layout)
     assert planned.rows == real.rows
@@ -36,13 +36,13 @@ def test_shape_only_bytes_equal_the_real_shards_of_gemma(layout):
 
 def test_shape_only_bytes_equal_the_real_shards_of_llama_on_every_mesh():
     for shape in ((1, 8), (2, 4), (8, 1)):
-        dist = layout_for(keras_hub.models.Llama3Backbone, make_mesh(shape, MESH_AXES), "official")
+        dist = distribution_for(keras_hub.models.Llama3Backbone, make_mesh(shape, MESH_AXES), "official")
         real = memory_report(_real(keras_hub.models.Llama3Backbone, TINY_LLAMA, dist), dist)
         assert training_memory(keras_hub.models.Llama3Backbone, shape, config=TINY_LLAMA).rows == real.rows
 
 
 def test_planned_memory_of_a_real_model_equals_memory_report():
-    dist = layout_for(keras_hub.models.GemmaBackbone, make_mesh((2, 4), MESH_AXES), "official")
+    dist = distribution_for(keras_hub.models.GemmaBackbone, make_mesh((2, 4), MESH_AXES), "official")
     model = _real(keras_hub.models.GemmaBackbone, TINY_GEMMA, dist)
     assert planned_memory(model, dist).rows == memory_report(model, dist).rows
 
@@ -70,7 +70,7 @@ def test_replicated_state_is_sixteen_bytes_a_parameter_plus_adams_two_scalars():
 
 def test_one_key_value_head_cannot_split_over_model_as_keras_refuses():
     one_head = {**TINY_GEMMA, "num_key_value_heads": 1}
-    dist = layout_for(keras_hub.models.GemmaBackbone, make_mesh((2, 4), MESH_AXES), "official")
+    dist = distribution_for(keras_hub.models.GemmaBackbone, make_mesh((2, 4), MESH_AXES), "official")
     with pytest.raises(Exception, match="dimension size is 1"):
         _real(keras_hub.models.GemmaBackbone, one_head, dist)
     with pytest.raises(ValueError, match="key/kernel .* IndivisibleError"):
@@ -100,7 +100,7 @@ def test_one_shape_only_plan_serves_every_layout_of_a_model():
     model = abstract_model(keras_hub.models.GemmaBackbone, TINY_GEMMA)
     mesh = make_mesh((2, 4), MESH_AXES)
     for layout in LAYOUTS:
-        dist = layout_for(keras_hub.models.GemmaBackbone, mesh, layout)
+        dist = distribution_for(keras_hub.models.GemmaBackbone, mesh, layout)
         fresh = planned_memory(model, dist, optimizer=keras.optimizers.Adam())
         assert planned_memory(model, dist).rows == fresh.rows
     with dist.scope():

@@ -96,12 +96,12 @@ def largest_replicated(answer) -> str | None:
     import math
 
     from course_utils.mesh import make_mesh
-    from course_utils.memory.presets import MESH_AXES, layout_for
+    from course_utils.memory.presets import MESH_AXES, distribution_for
 
     if not isinstance(answer, str):
         return "Give a variable path as a string, like 'token_embedding/embeddings'."
     llama = _shape_only("llama3_8b_en")
-    dist = layout_for(type(llama), make_mesh((2, 4), MESH_AXES), "official")
+    dist = distribution_for(type(llama), make_mesh((2, 4), MESH_AXES), "official")
     whole = {v.path: math.prod(v.shape) for v in llama.weights
              if all(a is None for a in dist.get_variable_layout(v).axes)}
     expected = max(whole, key=whole.get)
