@@ -13,59 +13,17 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from dataclasses import dataclass
 
 from course_utils.keras_internals import all_layers
 from course_utils.layouts.layer_outputs import layer_outputs
 from course_utils.guards import require_built
 from course_utils.layouts.layout_map import matched_rule
 from course_utils.layout_axes import layout_errors
+from course_utils.layouts import roles
+from course_utils.layouts.problems import Checked, LayoutMapError, Problem, key_matches
 
 
 LARGE_SHARE = 0.01  # a matrix of at least this share of the model's parameters, left whole, is warned about
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a LayoutMap (or, as a warning, worth knowing), and how to fix it."""
-
-    kind: str
-    key: str | None
-    path: str | None
-    message: str
-    severity: str = "error"  # "error": the map is wrong; "warning": sound, but costly
-
-    def __str__(self) -> str:
-        return self.message
-
-
-class Checked(list):
-    """The problems `check_layout_map` found (a list: empty when the map is sound), and its warnings.
-
-    Attributes:
-        warnings: Large weights the map leaves whole on every device (kind
-            "large_replicated"): not wrong, but each costs its full size on
-            every device. Shown after the problems.
-    """
-
-    def __init__(self, problems, warnings=()):
-        super().__init__(problems)
-        self.warnings = list(warnings)
-
-    def __repr__(self) -> str:
-        if not self.warnings:
-            return super().__repr__()
-        lines = "\n".join(f"- {w.message}" for w in self.warnings)
-        return f"{super().__repr__()}, and {len(self.warnings)} warning(s), large weights left whole:\n{lines}"
-
-
-class LayoutMapError(ValueError):
-    """A LayoutMap has problems (raised by `check_layout_map(strict=True)`)."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        lines = "\n".join(f"- {p.message}" for p in problems)
-        super().__init__(f"The LayoutMap has {len(problems)} problem(s):\n{lines}")
 
 
 def check_layout_map(layout_map, model, *, strict: bool = False, inputs=None) -> list[Problem]:
@@ -121,9 +79,12 @@ def check_layout_map(layout_map, model, *, strict: bool = False, inputs=None) ->
             seen.add(output.path)
             shapes = [s if inputs is not None else (0,) * len(s) for s in output.shapes]
             problems += _path_problems(clean, output.path, shapes, axis_sizes, "output")
+    problems = roles.blame_indivisible(problems, clean, model)
     if strict and problems:
         raise LayoutMapError(problems)
-    return Checked(problems, _large_replicated(clean, variables, layout_map.device_mesh))
+    warnings = (roles.contradictions(clean, model, inputs) + roles.unanchored_keys(clean, variables)
+                + _large_replicated(clean, variables, layout_map.device_mesh))
+    return Checked(problems, warnings)
 
 
 def _large_replicated(layout_map, variables, mesh) -> list[Problem]:
@@ -220,15 +181,6 @@ def _path_problems(layout_map, path, shapes, axis_sizes, what) -> list[Problem]:
             found.append(Problem("bad_layout", key, path, (
                 f"Key {key!r} gives the {what} {path!r} ({size}) the layout {tuple(layout.axes)}: {error}")))
     return found
-
-
-def key_matches(key: str, path: str) -> bool:
-    """Asks Keras's own lookup whether `key` alone gives `path` a layout."""
-    from keras.distribution import LayoutMap, TensorLayout
-
-    probe = LayoutMap(None)
-    probe[key] = TensorLayout(())
-    return probe[path] is not None
 
 
 def _unmatched_key(key: str, variables, outputs_unknown: bool = False) -> Problem:

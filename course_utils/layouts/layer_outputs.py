@@ -64,7 +64,7 @@ def layer_outputs(model, inputs=None) -> list[LayerOutput]:
     """
     import jax
 
-    specs = jax.tree.map(_spec, inputs if inputs is not None else symbolic_inputs(model))
+    specs = jax.tree.map(input_spec, inputs if inputs is not None else symbolic_inputs(model))
     key = (len(model.variables), str(jax.tree.structure(specs)),
            tuple((s.shape, str(s.dtype)) for s in jax.tree.leaves(specs)))
     cached = _CACHE.get(model)
@@ -88,7 +88,9 @@ def symbolic_inputs(model):
         ) from None
 
 
-def _spec(x):
+def input_spec(x):
+    """The shape and dtype to trace a model with for `x` (an array or a Keras symbolic input: an unknown
+    dimension, the batch, taken as 2)."""
     import jax
 
     shape = tuple(2 if d is None else int(d) for d in x.shape)

@@ -108,7 +108,7 @@ def _regex_error(key) -> str | None:
 
 def _matches(key: str, path: str) -> bool:
     """Keras's own lookup: does `key` alone give `path` a layout?"""
-    from course_utils.layouts.checks import key_matches
+    from course_utils.layouts.problems import key_matches
 
     return key_matches(key, path)
 
