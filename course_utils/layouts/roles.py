@@ -237,9 +237,11 @@ def unanchored_keys(layout_map, variables) -> list[Problem]:
 
 def _anchored(key: str) -> str | None:
     """`key` with "/" after each ".*" before a whole name (one the key ends, or follows with "." or "/"):
-    "t.*feedforward_gate_dense.kernel" -> "t.*/feedforward_gate_dense.kernel". None when the key spells
-    no whole name after a ".*" (".*gate.*kernel" means any layer with "gate" in its name)."""
-    anchored = re.sub(r"\.\*(?=(\([\w|]+\)|[A-Za-z]\w*)($|[/)|]|\.(?![*+?])))", ".*/", key)
+    "t.*feedforward_gate_dense.kernel" -> "t.*/feedforward_gate_dense.kernel". A ".*" that opens the key
+    may also take nothing, for a layer at the top of the model: ".*attn/kernel" -> "(.*/)?attn/kernel".
+    None when the key spells no whole name after a ".*" (".*gate.*kernel" means any layer with "gate" in its name)."""
+    anchored = re.sub(r"\.\*(?=(\([\w|]+\)|[A-Za-z]\w*)($|[/)|]|\.(?![*+?])))",
+                      lambda m: "(.*/)?" if m.start() == 0 else ".*/", key)
     return anchored if anchored != key else None
 
 

@@ -87,3 +87,16 @@ def test_a_key_that_means_any_layer_with_a_word_in_its_name_is_not_called_unanch
     # '.*d.*kernel' spells no whole layer name: it means every layer with a 'd' in it, on purpose
     checked = check_layout_map(make_layout_map(mesh, {".*d.*kernel": (None, "model")}), mlp())
     assert not checked.of("unanchored_key")
+
+
+def test_a_key_whose_name_opens_the_path_is_not_called_unanchored(mesh):
+    # a functional model's top layers have paths that start with their names ("mlp_in/kernel"): the
+    # key's leading '.*' takes nothing there, which is what it was written for
+    import keras
+
+    tokens = keras.Input((64,))
+    hidden = keras.layers.Dense(256, name="mlp_in")(tokens)
+    model = keras.Model(tokens, keras.layers.Dense(64, name="pre_mlp_in")(hidden))
+    checked = check_layout_map(make_layout_map(mesh, {".*mlp_in/kernel": (None, "model")}), model)
+    warning, = checked.of("unanchored_key")
+    assert warning.path == "pre_mlp_in/kernel" and warning.fix == {"(.*/)?mlp_in/kernel": (None, "model")}
