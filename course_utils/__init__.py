@@ -42,6 +42,8 @@ _EXPORTS = {
     "course_utils.memory.fit": ("FitReport", "will_it_fit"),
     "course_utils.communication.report": ("CommunicationReport", "communication_report"),
     "course_utils.communication.traffic": ("compare_communication",),
+    "course_utils.advice.advise": ("Advice", "advise"),
+    "course_utils.hardware": ("DeviceSet", "device_set"),
     "course_utils.train": ("TrainingRun", "reordered_rows", "run_training"),
     "course_utils.equivalence": ("Comparison", "RunComparison", "compare_runs", "compare_weights"),
     "course_utils.checkpoints": ("load_checkpoint", "save_checkpoint"),
@@ -56,9 +58,9 @@ _EXPORTS = {
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 # the modules and folders of the package, reachable as attributes (course_utils.models, course_utils.memory)
-_SUBMODULES = ("checkpoints", "communication", "course", "devices", "equivalence", "guards", "jax_internals",
-               "keras_internals", "layout_axes", "layouts", "memory", "mesh", "models", "multiprocess", "placements",
-               "program_cache", "step_replay", "train", "viz", "widgets", "xla_settings")
+_SUBMODULES = ("advice", "checkpoints", "communication", "course", "devices", "equivalence", "guards", "hardware",
+               "jax_internals", "keras_internals", "layout_axes", "layouts", "memory", "mesh", "models", "multiprocess",
+               "placements", "program_cache", "step_replay", "train", "viz", "widgets", "xla_settings")
 
 __all__ = sorted(_HOME)
 

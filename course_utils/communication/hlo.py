@@ -71,6 +71,7 @@ class CollectiveOp:
             the `get-tuple-element` lines that take it apart; else `(sources,)`.
         operand_sources: What XLA recorded for the instruction that computes its
             (first) operand.
+        dtypes: The element type of each result, as XLA writes it ("f32", "bf16", "s32").
     """
 
     name: str
@@ -83,6 +84,7 @@ class CollectiveOp:
     parts: tuple[tuple[Source, ...], ...] = ()
     operand_sources: tuple[Source, ...] = ()
     group_size: int = 1
+    dtypes: tuple[str, ...] = ()
 
     @property
     def operand_bytes(self) -> int:
@@ -99,7 +101,7 @@ _OP = re.compile(r"=\s*(\(.*?\)|[a-z0-9]+\[[0-9,]*\](?:\{[^}]*\})?)\s+(" + "|".j
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*(?:\(.*?\)|\S+)\s+([\w\-]+)\(([^)]*)\)")
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
 _ARRAY = re.compile(r"([a-z]+[0-9]*)\[([0-9,]*)\]")
-_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
+DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
           "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16}
 _PASS_THROUGH = ("bitcast", "copy", "fusion", "transpose", "reshape", "copy-start", "copy-done")
 _MOVES = {"wrapped", "copy", "bitcast", "transpose", "reshape"} | {str(i) for i in range(1000)}
@@ -144,7 +146,7 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
             continue
         result, kind = match.groups()
         arrays = [(t, tuple(int(d) for d in dims.split(",") if d)) for t, dims in _ARRAY.findall(result)]
-        size = sum(_BYTES.get(t, 4) * math.prod(dims) for t, dims in arrays)
+        size = sum(DTYPE_BYTES.get(t, 4) * math.prod(dims) for t, dims in arrays)
         instruction = _INSTRUCTION.match(line)
         name, operands = (instruction.group(1), re.findall(r"%([\w.\-]+)", instruction.group(3))) \
             if instruction else ("", [])
@@ -154,7 +156,7 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
         ops.append(CollectiveOp(
             name=name, kind=kind, axes=_axes_of(groups, axis_names, mesh_shape), bytes=size,
             group_size=_group_size(kind, groups, axis_names, mesh_shape, line),
-            shapes=tuple(dims for _, dims in arrays), sources=sources,
+            shapes=tuple(dims for _, dims in arrays), dtypes=tuple(t for t, _ in arrays), sources=sources,
             operand=_program_input(operands, producers),
             parts=tuple(pieces.get(i, ()) for i in range(max(pieces) + 1)) if pieces else (sources,),
             operand_sources=_sources(producers[operands[0]][2]) if operands and operands[0] in producers else (),

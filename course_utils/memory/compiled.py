@@ -83,6 +83,13 @@ def backbone_step_memory(backbone, distribution, batch: int, seq: int) -> StepMe
 
 
 def _language_model_memory(backbone_class, config: dict, distribution, batch: int, seq: int) -> StepMemory:
+    model, tokens = language_model_step(backbone_class, config, batch, seq)
+    return step_memory(model, distribution, tokens)
+
+
+def language_model_step(backbone_class, config: dict, batch: int, seq: int) -> tuple:
+    """A shape-only keras-hub causal language model of `config`, compiled as the course trains one (Adam,
+    sparse cross-entropy), and the batch of `batch` sequences of `seq` tokens its step takes (shapes only)."""
     import jax
     import keras
 
@@ -93,4 +100,4 @@ def _language_model_memory(backbone_class, config: dict, distribution, batch: in
     model.compile(optimizer=shape_only_optimizer(keras.optimizers.Adam(), model),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     tokens = jax.ShapeDtypeStruct((batch, seq), "int32")
-    return step_memory(model, distribution, ({"token_ids": tokens, "padding_mask": tokens}, tokens))
+    return model, ({"token_ids": tokens, "padding_mask": tokens}, tokens)

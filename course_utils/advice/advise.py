@@ -1,0 +1,249 @@
+"""Which mesh and layout for my model on my devices? Every candidate compiled, read, timed and ranked.
+
+`advise(model, devices=..., batch=..., seq=...)` compiles one training step of the model under every
+candidate (`candidates`: each mesh shape of the device count x each layout that applies), shape-only,
+and reads each program (`program.read_step`): the memory a device needs at the step's peak, its FLOPs
+and its collectives. The named hardware (`hardware`) turns those into seconds (`estimate.step_time`),
+and the candidates are ranked: those that fit first, fastest first.
+
+Derived in lesson 10, which draws one candidate's roofline by hand first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from course_utils._table import Table
+from course_utils.advice.candidates import MESH_AXES, Candidate, candidates
+from course_utils.advice.estimate import StepTime, step_time
+from course_utils.advice.program import StepProgram, extended, read_step
+from course_utils.hardware import GIB, DeviceSet, device_set
+
+HEADROOM = 0.10  # "fits" with at least this share of the device left, as `will_it_fit` says it
+POLICIES = ("float32", "bfloat16", "mixed_bfloat16")
+
+
+@dataclass(frozen=True)
+class AdviceRow:
+    """One candidate: its layout and mesh, what its compiled step needs and takes, or why it cannot run.
+
+    Attributes:
+        layout: The layout's name ("official map", "tensor parallel", one of yours).
+        mesh_shape: (batch, model).
+        program: The compiled step, read (None when the layout cannot split the model on this mesh).
+        time: Its seconds on the device set (None likewise).
+        verdict: "fits" (at least 10 % of the device left), "tight", "no", or "cannot split".
+        problem: Why the layout cannot be used on this mesh ("" when it can).
+        tokens: Tokens (or examples) one device processes per step.
+    """
+
+    layout: str
+    mesh_shape: tuple[int, int]
+    program: StepProgram | None
+    time: StepTime | None
+    verdict: str
+    problem: str = ""
+    tokens: float = 0.0
+
+    @property
+    def memory_gib(self) -> float | None:
+        return self.program.memory.peak / GIB if self.program else None
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """Tokens one device processes per second at the estimated step time."""
+        return self.tokens / self.time.step if self.time else None
+
+
+class Advice(Table):
+    """The candidates ranked: those that fit (or fit tight) first, fastest first; then those that do not fit,
+    then those that cannot split the model. Times are estimates for `devices`, not measurements.
+
+    Attributes:
+        devices: The `hardware.DeviceSet` the times are for.
+    """
+
+    columns = ("rank", "layout", "mesh (batch, model)", "GiB/device", "memory", "compute ms", "comm. ms",
+               "step ms", "bound by", "tokens/s/device")
+
+    def __init__(self, rows, *, devices: DeviceSet, title: str, efficiency: float):
+        super().__init__(rows, title=title)
+        self.devices, self.efficiency = devices, efficiency
+
+    def cells(self, row: AdviceRow) -> list[str]:
+        rank = str(self.rows.index(row) + 1)
+        if row.program is None:
+            return [rank, row.layout, str(row.mesh_shape), "-", row.verdict, "-", "-", "-", "-", "-"]
+        t = row.time
+        return [rank, row.layout, str(row.mesh_shape), f"{row.memory_gib:.1f}", row.verdict,
+                f"{t.compute_total * 1e3:.2f}", f"{t.communication_total * 1e3:.2f}", f"{t.step * 1e3:.2f}",
+                t.bound, f"{row.tokens_per_second:,.0f}"]
+
+    @property
+    def best(self) -> AdviceRow:
+        """The first row: the fastest candidate that fits (or the first of the ranking when none fits)."""
+        return self.rows[0]
+
+    def row(self, layout: str, mesh_shape) -> AdviceRow:
+        for r in self.rows:
+            if r.layout == layout and r.mesh_shape == tuple(mesh_shape):
+                return r
+        raise KeyError(f"No candidate {layout!r} on {tuple(mesh_shape)}. Candidates: "
+                       f"{sorted({(r.layout, r.mesh_shape) for r in self.rows})}.")
+
+    def notes(self) -> list[str]:
+        d = self.devices
+        peak = f"{d.flops_per_second:.3g} FLOP/s" + (f" at {self.efficiency:.0%} of it" if self.efficiency < 1 else "")
+        links = f"{d.inside.name} {d.inside.bytes_per_second:.3g} B/s" + (
+            f", between nodes {d.between.name} {d.between.bytes_per_second:.3g} B/s" if d.between else "")
+        corrected = [r.program.corrected for r in self.rows if r.program]
+        lines = [f"Estimates for {d.name} ({d.chip}: {peak}, {d.memory_bytes / GIB:.1f} GiB, {links}), not "
+                 f"measurements: compute = FLOPs / peak; each collective = its ring bytes / its axis's link; "
+                 f"within a pass the two overlap. bound by: which is longer in the forward or backward pass.",
+                 f"From XLA's CPU program, compiled per candidate (shape-only): memory at the step's peak, FLOPs, "
+                 f"collectives; bytes counted as a {d.kind.upper()} sends them (bf16 where the policy computes in "
+                 f"bf16, reduce-scatters for gradients kept as shards): up to {max(corrected, default=0):.0%} "
+                 f"fewer than the CPU program's."]
+        lines += [f"- {r.layout} on {r.mesh_shape} cannot run: {r.problem}" for r in self.rows if r.problem]
+        return lines
+
+
+def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "mixed_bfloat16",
+           remat: bool = False, layouts: dict | None = None, mesh_shapes=None, efficiency: float = 1.0) -> Advice:
+    """Every mesh shape x layout for `model` on `devices`, compiled, timed and ranked.
+
+    Args:
+        model: A keras-hub preset name ("llama3_8b_en", see `PRESETS`), a keras-hub backbone (real or
+            shape-only, `abstract_model`), or a compiled Keras model.
+        devices: A named device set ("8xH100-80GB", "v5e-8", see `hardware.DEVICE_SETS`) or your own
+            `hardware.DeviceSet`. The course's simulated devices must be as many (`setup_devices(n)`).
+        batch: The global batch: sequences for a backbone, examples for another model.
+        seq: Tokens per sequence (a backbone only).
+        dtype: The dtype policy a preset is built in, one of `POLICIES`.
+        remat: Rematerialise each block in the backward pass (`keras.RematScope(mode="full")`).
+        layouts: Your own layouts, `{name: rules or function mesh -> LayoutMap}`, tried on every shape.
+        mesh_shapes: The (batch, model) shapes to try; by default every one of the device count.
+        efficiency: The share of peak FLOP/s the products reach (1.0: the roofline).
+
+    Example:
+        >>> advise("gemma_7b_en", devices="8xH100-80GB", batch=16, seq=2048)
+    """
+    devices = device_set(devices)
+    if dtype not in POLICIES:
+        raise ValueError(f"dtype must be one of {POLICIES}. Received: dtype={dtype!r}.")
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise ValueError(f"batch is the global batch, a whole number above 0. Received: batch={batch!r}.")
+    built, language = _model(model, dtype, remat)
+    if language and (not isinstance(seq, int) or seq < 1):
+        raise ValueError(f"A language model's step needs seq=, the tokens per sequence (e.g. seq=2048). Received: "
+                         f"seq={seq!r}.")
+    _enough_devices(devices)
+    shapes = _checked_shapes(mesh_shapes, devices.devices)
+    rows = [_row(built, c, devices, batch, seq, language, remat, efficiency)
+            for c in candidates(built, devices.devices, layouts, shapes)]
+    rows.sort(key=_rank)
+    what = f"{batch} x {seq} tokens" if language else f"a batch of {batch}"
+    return Advice(rows, devices=devices, efficiency=efficiency, title=(
+        f"{getattr(built, 'name', 'model')} on {devices.name}, {what}, {dtype}{', remat' if remat else ''}: "
+        f"{len(rows)} candidates ranked by estimated step time"))
+
+
+def _model(model, dtype: str, remat: bool):
+    """(the model to lay out, whether it is a keras-hub backbone trained as a causal language model)."""
+    import keras
+
+    from course_utils.memory.presets import PRESETS, Preset, abstract_model
+
+    if isinstance(model, (str, Preset)):
+        if str(getattr(model, "name", model)) not in PRESETS:
+            raise ValueError(f"model is a preset name, one of {sorted(PRESETS)}, a keras-hub backbone or a compiled "
+                             f"Keras model. Received: model={model!r}.")
+        return abstract_model(model, dtype=dtype), True
+    if isinstance(model, keras.Model) and hasattr(type(model), "get_layout_map"):
+        return model, True
+    if isinstance(model, keras.Model):
+        if getattr(model, "optimizer", None) is None:
+            raise ValueError(f"advise compiles the training step: compile {model.name!r} first "
+                             f"(model.compile(optimizer=..., loss=...)).")
+        return model, False
+    raise TypeError(f"model is a preset name, a keras-hub backbone or a compiled Keras model. Received a "
+                    f"{type(model).__name__}.")
+
+
+def _enough_devices(devices: DeviceSet) -> None:
+    import jax
+
+    have = len(jax.devices())
+    if have != devices.devices:
+        raise ValueError(f"{devices.name} has {devices.devices} devices and the advisor compiles for all of them; this "
+                         f"kernel has {have}. Call setup_devices({devices.devices}) in a fresh kernel, or choose a set "
+                         f"of {have}.")
+
+
+def _checked_shapes(mesh_shapes, devices: int):
+    from course_utils.advice.candidates import mesh_shapes as every_shape
+
+    if mesh_shapes is None:
+        return None
+    valid = every_shape(devices)
+    shapes = [tuple(s) if isinstance(s, (tuple, list)) else s for s in mesh_shapes]
+    wrong = [s for s in shapes if s not in valid]
+    if wrong or not shapes:
+        raise ValueError(f"mesh_shapes are (batch, model) shapes of {devices} devices: {valid}. Received: "
+                         f"mesh_shapes={mesh_shapes!r}.")
+    return shapes
+
+
+def _row(model, candidate: Candidate, devices, batch, seq, language, remat, efficiency) -> AdviceRow:
+    shape = candidate.mesh_shape
+    if batch % shape[0]:
+        return AdviceRow(candidate.layout, shape, None, None, "cannot split",
+                         f"the batch of {batch} does not split over {shape[0]} devices of the batch axis")
+    try:
+        program = _program(model, candidate, batch, seq, language, remat)
+    except ValueError as error:
+        return AdviceRow(candidate.layout, shape, None, None, "cannot split", str(error).split("\n")[0][:300])
+    time = step_time(program, devices, shape, MESH_AXES, efficiency=efficiency)
+    peak = program.memory.peak
+    verdict = "fits" if peak <= (1 - HEADROOM) * devices.memory_bytes else (
+        "tight" if peak <= devices.memory_bytes else "no")
+    tokens = batch * (seq or 1) / (shape[0] * shape[1])
+    return AdviceRow(candidate.layout, shape, program, time, verdict, tokens=tokens)
+
+
+def _program(model, candidate: Candidate, batch, seq, language, remat) -> StepProgram:
+    import contextlib
+
+    import keras
+
+    distribution = candidate.distribution()
+    scope = keras.RematScope(mode="full") if remat else contextlib.nullcontext()
+    if not language:
+        with scope:
+            return read_step(model, distribution, _generic_batch(model, batch))
+    config = model.get_config()
+    depth = config.get("num_layers")
+    policy = model.dtype_policy.name
+    with scope:
+        if not isinstance(depth, int) or depth < 2:
+            return read_step(*_step_args(type(model), config, batch, seq, distribution), policy=policy)
+        one, two = (read_step(*_step_args(type(model), {**config, "num_layers": n}, batch, seq, distribution),
+                              policy=policy) for n in (1, 2))
+    return extended(one, two, depth)
+
+
+def _step_args(backbone_class, config, batch, seq, distribution) -> tuple:
+    from course_utils.memory.compiled import language_model_step
+
+    model, tokens = language_model_step(backbone_class, config, batch, seq)
+    return model, distribution, tokens
+
+
+def _generic_batch(model, batch: int) -> tuple:
+    shape = tuple(model.inputs[0].shape)
+    return (batch, *shape[1:])
+
+
+def _rank(row: AdviceRow) -> tuple:
+    order = {"fits": 0, "tight": 0, "no": 1, "cannot split": 2}[row.verdict]
+    return order, row.time.step if row.time else 0.0

@@ -1,0 +1,183 @@
+"""One compiled training step, read for the advisor: memory, FLOPs and collectives per device, as an
+accelerator would run them.
+
+The step is Keras's own, compiled by XLA as `fit` lays it out (`communication.train_step.compile_train_step`,
+the state donated), for a real or a shape-only model; nothing is allocated. It is compiled with XLA's
+backend optimisations off (`xla_settings.READING_COMPILE`), four times faster: they change neither the
+collectives, nor the FLOPs, nor the buffers `memory_analysis()` counts (tests/advice checks the three). From
+the one compiled program come XLA's `memory_analysis()` (`memory.compiled.StepMemory`), its
+`cost_analysis()` FLOPs (per device) and its collectives (`communication.hlo.collective_ops`).
+
+The program is XLA's CPU program. Two of its differences from a GPU's or a TPU's are corrected here, each
+array at a time, and counted in `Transfer.corrected`:
+- XLA CPU moves bf16 values as f32. An array a weight's shape (whole or one device's shard) moves at the
+  weights' dtype; any other float array (activations, partial sums) at the compute dtype of the policy.
+- XLA CPU sums a gradient that each device keeps only a shard of (a weight split over the axis it is summed
+  over: FSDP) with an all-reduce and a slice; an accelerator's XLA writes a reduce-scatter, which sends half
+  as much: (n-1)/n of the bytes, not 2(n-1)/n.
+What stays the CPU's: which collectives the partitioner chose, and the FLOPs (`cost_analysis` undercounts
+inside loops: scan, remat, windowed einsums).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from course_utils.communication.hlo import DTYPE_BYTES, collective_ops
+from course_utils.communication.traffic import ring_sent_bytes
+from course_utils.communication.train_step import compile_train_step, training_batch
+from course_utils.layout_axes import axes_used
+from course_utils.layouts.layout_map import layout_for
+from course_utils.memory.compiled import StepMemory
+from course_utils.xla_settings import READING_COMPILE
+
+PASSES = ("forward", "backward", "other")
+_FLOATS = ("f32", "bf16", "f16")
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """The collectives of one kind over one set of mesh axes in one pass, as an accelerator would send them.
+
+    Attributes:
+        kind: "all-reduce", "all-gather", "reduce-scatter", "all-to-all" or "collective-permute" (a CPU
+            all-reduce whose arrays each device keeps a shard of counts as the reduce-scatter it stands for).
+        axes: The mesh axes its device groups span.
+        pass_: "forward", "backward" or "other" (the optimizer's update, or no source recorded).
+        group_size: Devices in each group.
+        count: How many instructions.
+        cpu_sent: Bytes one device sends with the ring algorithm, as the CPU program moves them.
+        sent: The same, as an accelerator would: bf16 where the policy computes in bf16, reduce-scatters
+            where the CPU wrote an all-reduce and a slice.
+    """
+
+    kind: str
+    axes: tuple[str, ...]
+    pass_: str
+    group_size: int
+    count: int
+    cpu_sent: int
+    sent: int
+
+    @property
+    def key(self) -> tuple:
+        return self.kind, self.axes, self.pass_, self.group_size
+
+
+@dataclass(frozen=True)
+class StepProgram:
+    """What one device does in one compiled training step: its memory, its FLOPs, what it sends.
+
+    Attributes:
+        memory: XLA's buffer assignment (`StepMemory`: its `peak` is the bytes a device needs).
+        flops: Floating-point operations per device (`cost_analysis()["flops"]`).
+        transfers: The collectives, summed by kind, axes and pass (`Transfer`).
+        how: How it was found: "compiled whole", or extended from one and two blocks.
+    """
+
+    memory: StepMemory
+    flops: float
+    transfers: tuple[Transfer, ...]
+    how: str = "compiled whole"
+
+    def sent(self, pass_: str | None = None) -> int:
+        """Bytes one device sends, as an accelerator would, in one pass or in the whole step."""
+        return sum(t.sent for t in self.transfers if pass_ in (None, t.pass_))
+
+    @property
+    def corrected(self) -> float:
+        """The share of the CPU program's bytes the accelerator would not send (bf16, reduce-scatters)."""
+        cpu = sum(t.cpu_sent for t in self.transfers)
+        return 1 - self.sent() / cpu if cpu else 0.0
+
+
+def read_step(model, distribution, batch, *, policy: str | None = None) -> StepProgram:
+    """Compiles one training step of `model` under `distribution` and reads it (shape-only; nothing allocated).
+
+    Args:
+        model: A compiled Keras model, real or shape-only (`memory.presets.abstract_model`).
+        distribution: The distribution the step runs under.
+        batch: `(x, y)` as `jax.ShapeDtypeStruct`s or arrays, or the input's shape.
+        policy: The dtype policy the model runs in ("float32", "bfloat16", "mixed_bfloat16"); by default
+            the model's own.
+    """
+    compiled = compile_train_step(model, distribution, training_batch(model, batch), options=READING_COMPILE,
+                                  donate=True)
+    analysis = compiled.memory_analysis()
+    memory = StepMemory(analysis.argument_size_in_bytes, analysis.output_size_in_bytes,
+                        analysis.temp_size_in_bytes, analysis.alias_size_in_bytes)
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    mesh = distribution.device_mesh
+    ops = collective_ops(compiled.as_text(), tuple(mesh.axis_names), tuple(mesh.shape))
+    weights = _weight_shapes(model, distribution)
+    policy = policy or model.dtype_policy.name
+    transfers = [_transfer(op, weights, policy) for op in ops]
+    return StepProgram(memory, float(cost.get("flops", 0.0)), _summed(transfers))
+
+
+def extended(one: StepProgram, two: StepProgram, depth: int) -> StepProgram:
+    """A model of `depth` alike blocks, from its programs with one block and with two: what the second
+    block added, counted once for every further block (memory, FLOPs and every transfer)."""
+    def grow(a, b):
+        return max(0, a + (depth - 1) * (b - a))
+
+    memory = StepMemory(*(grow(getattr(one.memory, f), getattr(two.memory, f))
+                          for f in ("arguments", "outputs", "temporaries", "aliased")),
+                        how=f"compiled with 1 and 2 of its {depth} blocks, each further block counted as the second")
+    first = {t.key: t for t in one.transfers}
+    second = {t.key: t for t in two.transfers}
+    transfers = []
+    for key in dict.fromkeys([*first, *second]):
+        a = first.get(key, replace(second.get(key), count=0, cpu_sent=0, sent=0))
+        b = second.get(key, replace(a, count=0, cpu_sent=0, sent=0))
+        transfers.append(replace(a, count=grow(a.count, b.count), cpu_sent=grow(a.cpu_sent, b.cpu_sent),
+                                 sent=grow(a.sent, b.sent)))
+    return StepProgram(memory, grow(one.flops, two.flops), tuple(t for t in transfers if t.count), how=memory.how)
+
+
+def _weight_shapes(model, distribution) -> dict[tuple, tuple[str, ...]]:
+    """Each trainable weight's shape (whole and one device's shard, size-1 dimensions dropped, sorted) ->
+    the mesh axes its layout splits it over; the whole shape is marked "whole"."""
+    sizes = dict(zip(distribution.device_mesh.axis_names, distribution.device_mesh.shape))
+    found = {}
+    for variable in model.trainable_variables:
+        axes = tuple(layout_for(distribution, variable).axes)
+        shard = [dim // math.prod(sizes[a] for a in axes_used((entry,))) if entry else dim
+                 for dim, entry in zip(variable.shape, axes + (None,) * (len(variable.shape) - len(axes)))]
+        found.setdefault(("whole", _bare(variable.shape)), set()).update(axes_used(axes))
+        found.setdefault(("shard", _bare(shard)), set())
+    return found
+
+
+def _bare(shape) -> tuple[int, ...]:
+    return tuple(sorted(int(d) for d in shape if d != 1))
+
+
+def _transfer(op, weights: dict, policy: str) -> Transfer:
+    pass_ = "backward" if any(s.backward for s in op.sources) else "forward" if op.sources else "other"
+    variable_bytes, compute_bytes = {"bfloat16": (2, 2), "mixed_bfloat16": (4, 2)}.get(policy, (4, 4))
+    n = op.group_size
+    cpu = sent = 0
+    scattered = False
+    for dtype, shape in zip(op.dtypes or ("f32",) * len(op.shapes), op.shapes):
+        size = math.prod(shape)
+        whole, shard = ("whole", _bare(shape)), ("shard", _bare(shape))
+        weight_like = whole in weights or shard in weights
+        moved = size * ((variable_bytes if weight_like else compute_bytes) if dtype in _FLOATS else DTYPE_BYTES.get(dtype, 4))
+        scatter = op.kind == "all-reduce" and pass_ != "forward" and bool(weights.get(whole, set()) & set(op.axes))
+        cpu += ring_sent_bytes(op.kind, size * DTYPE_BYTES.get(dtype, 4), n)
+        sent += round(moved * (n - 1) / n) if scatter else ring_sent_bytes(op.kind, moved, n)
+        scattered |= scatter
+    kind = "reduce-scatter" if scattered else op.kind
+    return Transfer(kind, op.axes, pass_, n, 1, cpu, sent)
+
+
+def _summed(transfers: list[Transfer]) -> tuple[Transfer, ...]:
+    found: dict[tuple, Transfer] = {}
+    for t in transfers:
+        had = found.get(t.key)
+        found[t.key] = t if had is None else replace(had, count=had.count + 1, cpu_sent=had.cpu_sent + t.cpu_sent,
+                                                     sent=had.sent + t.sent)
+    return tuple(found.values())

@@ -1,0 +1,161 @@
+"""Named device sets: what one accelerator computes and holds, and how fast it sends over a mesh axis.
+
+The advisor (`advise`) turns a compiled step's FLOPs and collectives into seconds with these figures:
+compute time = FLOPs per device / `flops_per_second`, and a collective's time = the bytes one device
+sends with the ring algorithm (`communication.traffic.ring_sent_bytes`) / the bandwidth of the link its
+mesh axis crosses (`DeviceSet.link`). Every figure names its source. Simulated CPU devices time nothing
+real: these are estimates for the named hardware, as *How to Scale Your Model* makes them by hand.
+
+Which link an axis crosses: the mesh's devices are numbered row-major, `per_node` of them to a node
+(a GPU server, or a TPU slice: one interconnect); an axis whose groups stay inside one node uses
+`inside`, one whose groups span nodes uses `between`. A collective over two axes takes the slower one.
+
+Example:
+    >>> h100 = device_set("8xH100-80GB")
+    >>> h100.flops_per_second / h100.link((2, 4), (0,)).bytes_per_second  # the book's critical batch
+    2200.0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+BOOK = "How to Scale Your Model (Austin et al., 2025; jax-ml.github.io/scaling-book)"
+GIB = 2**30
+GB = 10**9  # the sources give memory in GB; GiB (2**30) is what the course's verdicts print
+
+
+@dataclass(frozen=True)
+class Link:
+    """What one device can send per second into a collective over a mesh axis, and where the figure comes from.
+
+    Attributes:
+        name: The interconnect, e.g. "NVLink 4 (NVSwitch)".
+        bytes_per_second: Bytes one device sends per second in a ring collective over the axis (both
+            directions of its ring counted where the ring has them).
+        source: Where the figure comes from, and how it was read.
+    """
+
+    name: str
+    bytes_per_second: float
+    source: str
+
+
+@dataclass(frozen=True)
+class DeviceSet:
+    """A set of accelerators for the advisor: peak compute, memory per device, and the links between them.
+
+    Attributes:
+        name: e.g. "8xH100-80GB".
+        chip: e.g. "NVIDIA H100 SXM".
+        devices: How many devices the set has (the advisor's meshes use them all).
+        flops_per_second: Peak dense bf16 FLOP/s of one device.
+        memory_bytes: Memory of one device (bytes).
+        inside: The link between devices of one node (a GPU server, or a TPU slice).
+        per_node: Devices in one node.
+        between: The link between nodes (None for a set of one node).
+        kind: "gpu" or "tpu": which accelerator's program the CPU program stands for.
+        source: Where the compute and memory figures come from.
+    """
+
+    name: str
+    chip: str
+    devices: int
+    flops_per_second: float
+    memory_bytes: float
+    inside: Link
+    per_node: int
+    between: Link | None = None
+    kind: str = "gpu"
+    source: str = ""
+
+    def __post_init__(self):
+        for field_name in ("devices", "per_node"):
+            value = getattr(self, field_name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"DeviceSet {self.name!r}: {field_name} is a whole number of devices, at least 1. "
+                                 f"Received: {field_name}={value!r}.")
+        for field_name in ("flops_per_second", "memory_bytes"):
+            value = getattr(self, field_name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+                raise ValueError(f"DeviceSet {self.name!r}: {field_name} is a number above 0. "
+                                 f"Received: {field_name}={value!r}.")
+        if self.devices % self.per_node:
+            raise ValueError(f"DeviceSet {self.name!r}: {self.devices} devices do not make whole nodes of "
+                             f"{self.per_node}. Give devices a multiple of per_node.")
+        if self.devices > self.per_node and self.between is None:
+            raise ValueError(f"DeviceSet {self.name!r} has {self.devices // self.per_node} nodes of {self.per_node} "
+                             f"devices: give between=, the link between nodes.")
+        if self.kind not in ("gpu", "tpu"):
+            raise ValueError(f"DeviceSet {self.name!r}: kind is 'gpu' or 'tpu'. Received: kind={self.kind!r}.")
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_bytes / GIB
+
+    def link(self, mesh_shape: tuple[int, ...], axes: tuple[int, ...]) -> Link:
+        """The link a collective over mesh axes `axes` (their positions in `mesh_shape`) crosses: `between`
+        when any of its device groups spans two nodes, else `inside`."""
+        if math.prod(mesh_shape) != self.devices:
+            raise ValueError(f"A mesh of {self.name} uses its {self.devices} devices. Received: mesh_shape="
+                             f"{tuple(mesh_shape)} ({math.prod(mesh_shape)} devices).")
+        strides = [math.prod(mesh_shape[i + 1:]) for i in range(len(mesh_shape))]
+        span = sum(strides[a] * (mesh_shape[a] - 1) for a in axes)  # from a group's first device to its last
+        crosses = any((start // self.per_node) != ((start + span) // self.per_node)
+                      for start in range(self.devices) if _starts_group(start, mesh_shape, strides, axes))
+        return self.between if crosses and self.between is not None else self.inside
+
+
+def _starts_group(index: int, mesh_shape, strides, axes) -> bool:
+    """True when device `index` is the first of its group along `axes` (its coordinate 0 on each)."""
+    return all((index // strides[a]) % mesh_shape[a] == 0 for a in axes)
+
+
+_NVLINK = Link("NVLink 4 (NVSwitch)", 4.5e11,
+               f"{BOOK}, GPUs chapter: 18 NVLink 4 links of 25 GB/s each way, 450 GB/s leaving each H100 "
+               f"(one way; about 370 GB/s is reached in practice)")
+_INFINIBAND = Link("InfiniBand (8 x 400 Gb/s CX7 per node)", 4e11,
+                   f"{BOOK}, GPUs chapter: 400 GB/s leaving each node; a collective across nodes costs its bytes "
+                   f"over the node's egress, whatever the tree (so a device's share is counted at 400 GB/s)")
+
+
+def _h100(nodes: int) -> DeviceSet:
+    name = f"{nodes}x8xH100-80GB" if nodes > 1 else "8xH100-80GB"
+    return DeviceSet(name, "NVIDIA H100 SXM", 8 * nodes, 9.9e14, 80 * GB, _NVLINK, per_node=8,
+                     between=_INFINIBAND if nodes > 1 else None, kind="gpu",
+                     source=f"{BOOK}, GPUs chapter: 990 TFLOP/s dense bf16, 80 GB HBM3")
+
+
+def _tpu(name: str, chip: str, devices: int, flops: float, memory: float, one_way: float, wraparound: bool) -> DeviceSet:
+    ring = "a ring with wraparound: both directions, 2 x" if wraparound else (
+        "no wraparound (a slice smaller than a full torus): one direction, 1 x")
+    link = Link("ICI", one_way * (2 if wraparound else 1),
+                f"{BOOK}, TPUs chapter: {one_way:.2g} B/s one way per ICI link; {ring} that (the book: without "
+                f"wraparound a collective typically takes twice as long)")
+    return DeviceSet(name, chip, devices, flops, memory, link, per_node=devices, kind="tpu",
+                     source=f"{BOOK}, TPUs chapter: {flops:.3g} bf16 FLOP/s, {memory / GB:.0f} GB HBM per chip")
+
+
+DEVICE_SETS = {s.name: s for s in (
+    _h100(1),
+    _h100(2),
+    _tpu("v5e-8", "TPU v5e (2x4 slice)", 8, 1.97e14, 16 * GB, 4.5e10, wraparound=False),
+    _tpu("v5p-8", "TPU v5p (2x2x1 slice)", 8, 4.59e14, 96 * GB, 9e10, wraparound=False),
+    _tpu("v5p-64", "TPU v5p (4x4x4 slice)", 64, 4.59e14, 96 * GB, 9e10, wraparound=True),
+)}
+
+
+def device_set(devices) -> DeviceSet:
+    """A named device set (`DEVICE_SETS`), or your own `DeviceSet` as it is.
+
+    Example:
+        >>> device_set("v5e-8").memory_bytes
+        16000000000
+    """
+    if isinstance(devices, DeviceSet):
+        return devices
+    if isinstance(devices, str) and devices in DEVICE_SETS:
+        return DEVICE_SETS[devices]
+    raise ValueError(f"devices is one of {sorted(DEVICE_SETS)} or a course_utils.hardware.DeviceSet of your own. "
+                     f"Received: devices={devices!r}.")

@@ -1,0 +1,103 @@
+"""The advisor on a tiny keras-hub Llama and on a plain Keras model: candidates, ranking, what it reads
+from each compiled program, and its mistakes."""
+
+import keras
+import pytest
+
+from course_utils import advise
+from course_utils.advice.program import read_step
+from course_utils.communication.train_step import compile_train_step, training_batch
+from course_utils.memory.presets import abstract_model
+from course_utils.xla_settings import READING_COMPILE
+
+keras_hub = pytest.importorskip("keras_hub")
+
+LLAMA = dict(vocabulary_size=512, num_layers=2, num_query_heads=8, num_key_value_heads=8, hidden_dim=64,
+             intermediate_dim=256)
+
+
+@pytest.fixture(scope="module")
+def llama_advice():
+    llama = abstract_model(keras_hub.models.LlamaBackbone, LLAMA)
+    return advise(llama, devices="8xH100-80GB", batch=16, seq=32, mesh_shapes=[(2, 4), (8, 1)])
+
+
+def test_every_layout_that_applies_is_a_candidate_on_each_shape(llama_advice):
+    found = {(r.layout, r.mesh_shape) for r in llama_advice}
+    assert found == {("official map", (2, 4)), ("official, batch kept split", (2, 4)), ("tensor parallel", (2, 4)),
+                     ("corrected map", (2, 4)), ("data parallel", (8, 1)), ("official map", (8, 1)),
+                     ("official, batch kept split", (8, 1))}
+    assert all(r.verdict == "fits" and r.program.flops > 0 and r.program.memory.peak > 0 for r in llama_advice)
+
+
+def test_the_ranking_is_by_estimated_step_time_and_the_corrected_map_sends_less(llama_advice):
+    steps = [r.time.step for r in llama_advice]
+    assert steps == sorted(steps) and llama_advice.best is llama_advice.rows[0]
+    official, corrected = (llama_advice.row(name, (2, 4)) for name in ("official map", "corrected map"))
+    assert corrected.program.sent() < official.program.sent()
+    assert corrected.time.communication_total < official.time.communication_total
+    assert "Estimates for 8xH100-80GB" in repr(llama_advice) and "not measurements" in repr(llama_advice)
+
+
+def test_a_deep_model_is_read_from_one_block_and_two(llama_advice):
+    row = llama_advice.row("official map", (2, 4))
+    assert "compiled with 1 and 2 of its 2 blocks" in row.program.how
+    whole = read_step(*_llama_step(row, LLAMA))
+    # two blocks extended from one and two is two blocks compiled: exactly
+    assert (row.program.flops, row.program.memory.peak, row.program.sent()) == (
+        whole.flops, whole.memory.peak, whole.sent())
+
+
+def _llama_step(row, config):
+    from course_utils.advice.candidates import candidates
+    from course_utils.memory.compiled import language_model_step
+
+    backbone = abstract_model(keras_hub.models.LlamaBackbone, config)
+    candidate = next(c for c in candidates(backbone, 8, shapes=[row.mesh_shape]) if c.layout == row.layout)
+    model, tokens = language_model_step(keras_hub.models.LlamaBackbone, backbone.get_config(), 16, 32)
+    return model, candidate.distribution(), tokens
+
+
+def test_backend_optimisations_change_neither_memory_nor_flops_nor_collectives(mlp):
+    from keras import distribution
+
+    from course_utils.communication.hlo import collective_ops
+
+    dist = distribution.DataParallel()
+    with dist.scope():
+        model = _compiled(mlp())
+    batch = training_batch(model, (64, 16))
+    fast, full = (compile_train_step(model, dist, batch, options=o, donate=True) for o in (READING_COMPILE, None))
+    assert fast.memory_analysis().temp_size_in_bytes == full.memory_analysis().temp_size_in_bytes
+    assert fast.cost_analysis()["flops"] == full.cost_analysis()["flops"]
+    ops = [[(o.kind, o.axes, o.bytes) for o in collective_ops(c.as_text(), ("batch",), (8,))] for c in (fast, full)]
+    assert ops[0] == ops[1] and ops[0]
+
+
+def _compiled(model):
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+def test_a_plain_keras_model_gets_data_parallel_and_fsdp(mlp):
+    model = _compiled(mlp())
+    advice = advise(model, devices="8xH100-80GB", batch=64, mesh_shapes=[(8, 1)])
+    assert {r.layout for r in advice} == {"data parallel", "FSDP"}
+    dp, fsdp = advice.row("data parallel", (8, 1)), advice.row("FSDP", (8, 1))
+    assert fsdp.program.memory.arguments < dp.program.memory.arguments  # the weights and slots split 8 ways
+
+
+def test_the_advisors_mistakes_say_what_to_give(mlp):
+    with pytest.raises(ValueError, match=r"2x8xH100-80GB has 16 devices .* this kernel has 8. Call setup_devices\(16\)"):
+        advise(_compiled(mlp()), devices="2x8xH100-80GB", batch=64)
+    with pytest.raises(ValueError, match=r"batch is the global batch, a whole number above 0. Received: batch=0"):
+        advise(_compiled(mlp()), devices="8xH100-80GB", batch=0)
+    with pytest.raises(ValueError, match=r"needs seq=, the tokens per sequence"):
+        advise("gemma_2b_en", devices="8xH100-80GB", batch=8)
+    with pytest.raises(ValueError, match=r"mesh_shapes are \(batch, model\) shapes of 8 devices"):
+        advise(_compiled(mlp()), devices="8xH100-80GB", batch=64, mesh_shapes=[(3, 3)])
+    uncompiled = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    with pytest.raises(ValueError, match=r"compile .* first"):
+        advise(uncompiled, devices="8xH100-80GB", batch=64)
+    row = advise(_compiled(mlp()), devices="8xH100-80GB", batch=12, mesh_shapes=[(8, 1)]).rows[0]
+    assert row.verdict == "cannot split" and "batch of 12 does not split over 8" in row.problem
