@@ -68,6 +68,7 @@ test-fast: $(BIN)/.test-installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m course_utils.course.bench notebooks
+	$(BIN)/python -m course_utils.course.bench_advice
 
 doctor: $(BIN)/.installed
 	$(BIN)/python -m course_utils doctor

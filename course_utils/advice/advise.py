@@ -103,13 +103,14 @@ class Advice(Table):
                  f"From XLA's CPU program, compiled per candidate (shape-only): memory at the step's peak, FLOPs, "
                  f"collectives; bytes counted as a {d.kind.upper()} sends them (bf16 where the policy computes in "
                  f"bf16, reduce-scatters for gradients kept as shards): up to {max(corrected, default=0):.0%} "
-                 f"fewer than the CPU program's."]
+                 f"fewer than the CPU program's. The memory is the CPU program's peak, which computes bf16 products "
+                 f"in f32: an accelerator's program can need less."]
         lines += [f"- {r.layout} on {r.mesh_shape} cannot run: {r.problem}" for r in self.rows if r.problem]
         return lines
 
 
 def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "mixed_bfloat16",
-           remat: bool = False, layouts: dict | None = None, mesh_shapes=None, efficiency: float = 1.0) -> Advice:
+           layouts: dict | None = None, mesh_shapes=None, efficiency: float = 1.0) -> Advice:
     """Every mesh shape x layout for `model` on `devices`, compiled, timed and ranked.
 
     Args:
@@ -120,7 +121,6 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
         batch: The global batch: sequences for a backbone, examples for another model.
         seq: Tokens per sequence (a backbone only).
         dtype: The dtype policy a preset is built in, one of `POLICIES`.
-        remat: Rematerialise each block in the backward pass (`keras.RematScope(mode="full")`).
         layouts: Your own layouts, `{name: rules or function mesh -> LayoutMap}`, tried on every shape.
         mesh_shapes: The (batch, model) shapes to try; by default every one of the device count.
         efficiency: The share of peak FLOP/s the products reach (1.0: the roofline).
@@ -133,22 +133,22 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
         raise ValueError(f"dtype must be one of {POLICIES}. Received: dtype={dtype!r}.")
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise ValueError(f"batch is the global batch, a whole number above 0. Received: batch={batch!r}.")
-    built, language = _model(model, dtype, remat)
+    built, language = _model(model, dtype)
     if language and (not isinstance(seq, int) or seq < 1):
         raise ValueError(f"A language model's step needs seq=, the tokens per sequence (e.g. seq=2048). Received: "
                          f"seq={seq!r}.")
     _enough_devices(devices)
     shapes = _checked_shapes(mesh_shapes, devices.devices)
-    rows = [_row(built, c, devices, batch, seq, language, remat, efficiency)
-            for c in candidates(built, devices.devices, layouts, shapes)]
+    steps = _Steps(built, batch, seq, language)
+    rows = [_row(steps, c, devices, batch, seq, efficiency) for c in candidates(built, devices.devices, layouts, shapes)]
     rows.sort(key=_rank)
     what = f"{batch} x {seq} tokens" if language else f"a batch of {batch}"
     return Advice(rows, devices=devices, efficiency=efficiency, title=(
-        f"{getattr(built, 'name', 'model')} on {devices.name}, {what}, {dtype}{', remat' if remat else ''}: "
+        f"{getattr(built, 'name', 'model')} on {devices.name}, {what}, {built.dtype_policy.name}: "
         f"{len(rows)} candidates ranked by estimated step time"))
 
 
-def _model(model, dtype: str, remat: bool):
+def _model(model, dtype: str):
     """(the model to lay out, whether it is a keras-hub backbone trained as a causal language model)."""
     import keras
 
@@ -194,13 +194,13 @@ def _checked_shapes(mesh_shapes, devices: int):
     return shapes
 
 
-def _row(model, candidate: Candidate, devices, batch, seq, language, remat, efficiency) -> AdviceRow:
+def _row(steps, candidate: Candidate, devices, batch, seq, efficiency) -> AdviceRow:
     shape = candidate.mesh_shape
     if batch % shape[0]:
         return AdviceRow(candidate.layout, shape, None, None, "cannot split",
                          f"the batch of {batch} does not split over {shape[0]} devices of the batch axis")
     try:
-        program = _program(model, candidate, batch, seq, language, remat)
+        program = steps.read(candidate.distribution())
     except ValueError as error:
         return AdviceRow(candidate.layout, shape, None, None, "cannot split", str(error).split("\n")[0][:300])
     time = step_time(program, devices, shape, MESH_AXES, efficiency=efficiency)
@@ -211,32 +211,28 @@ def _row(model, candidate: Candidate, devices, batch, seq, language, remat, effi
     return AdviceRow(candidate.layout, shape, program, time, verdict, tokens=tokens)
 
 
-def _program(model, candidate: Candidate, batch, seq, language, remat) -> StepProgram:
-    import contextlib
+class _Steps:
+    """The models whose steps are compiled, built once for every candidate (a layout is looked up when the step
+    is compiled, not when the model is built): a language model with one block and with two, extended to the
+    backbone's depth, or the model itself."""
 
-    import keras
+    def __init__(self, model, batch: int, seq: int | None, language: bool):
+        from course_utils.memory.compiled import language_model_step
 
-    distribution = candidate.distribution()
-    scope = keras.RematScope(mode="full") if remat else contextlib.nullcontext()
-    if not language:
-        with scope:
-            return read_step(model, distribution, _generic_batch(model, batch))
-    config = model.get_config()
-    depth = config.get("num_layers")
-    policy = model.dtype_policy.name
-    with scope:
-        if not isinstance(depth, int) or depth < 2:
-            return read_step(*_step_args(type(model), config, batch, seq, distribution), policy=policy)
-        one, two = (read_step(*_step_args(type(model), {**config, "num_layers": n}, batch, seq, distribution),
-                              policy=policy) for n in (1, 2))
-    return extended(one, two, depth)
+        self.depth, self.policy = None, model.dtype_policy.name
+        if not language:
+            self.steps = {None: (model, _generic_batch(model, batch))}
+            return
+        config = model.get_config()
+        depth = config.get("num_layers")
+        self.depth = depth if isinstance(depth, int) and depth >= 2 else None
+        self.steps = {n: language_model_step(type(model), {**config, "num_layers": n} if n else config, batch, seq)
+                      for n in ((1, 2) if self.depth else (None,))}
 
-
-def _step_args(backbone_class, config, batch, seq, distribution) -> tuple:
-    from course_utils.memory.compiled import language_model_step
-
-    model, tokens = language_model_step(backbone_class, config, batch, seq)
-    return model, distribution, tokens
+    def read(self, distribution) -> StepProgram:
+        programs = {n: read_step(model, distribution, tokens, policy=self.policy)
+                    for n, (model, tokens) in self.steps.items()}
+        return extended(programs[1], programs[2], self.depth) if self.depth else programs[None]
 
 
 def _generic_batch(model, batch: int) -> tuple:

@@ -7,7 +7,7 @@ For a keras-hub backbone (axes "batch" and "model", as its `get_layout_map` name
   split over one device);
 - "official, batch kept split": the same, with the output of the embedding and of every block pinned to
   `batch` (lesson 08): XLA gathers the weights instead of the sequences, FSDP as ZeRO-3 describes it;
-- "tensor parallel" (m > 1): the official map without its `batch` entries;
+- "tensor parallel" (m > 1, b > 1): the official map without its `batch` entries;
 - "corrected map", where `check_layout_map` finds rules that contradict each other (keras-hub #2827):
   the official map with the fix it writes;
 - "experts over model" (m > 1), for a mixture of experts whose map leaves the experts whole.
@@ -67,7 +67,8 @@ def _backbone_maps(backbone, mesh) -> dict:
     official = type(backbone).get_layout_map(mesh)
     maps = {"data parallel": distribution.LayoutMap(mesh) if width == 1 else None, "official map": official,
             "official, batch kept split": _kept_split(backbone, official),
-            "tensor parallel": without_axis(official, MESH_AXES[0]) if width > 1 else None}
+            # on (1, m) the official map splits nothing over "batch" (one device): tensor parallel is the same map
+            "tensor parallel": without_axis(official, MESH_AXES[0]) if width > 1 and batch > 1 else None}
     clashes = check_layout_map(official, backbone).of("contradictory_roles") if width > 1 else []
     if clashes:
         corrected = _copy(official)

@@ -3,7 +3,7 @@
 `mesh` draws a mesh, `tensor` one tensor's blocks (and a batch split), `model` every weight of a
 model and its memory, `panels` the tensor panels those two share, `blocks` the marks of one block,
 `bars` bytes per device, `communication` the bytes each mesh axis carries per step, `processes`
-devices by process, `fit` a `memory.fit.FitReport`.
+devices by process, `fit` a `memory.fit.FitReport`, `advice` the advisor's ranking and a roofline.
 
 Every function returns a `matplotlib.figure.Figure` and never shows it; the
 notebook decides. Figures are built without pyplot, so nothing accumulates in
@@ -16,6 +16,7 @@ changes no display: a notebook asks for the course's figures with
 `%load_ext course_utils.viz`.
 """
 
+from course_utils.viz.advice import draw_advice, draw_roofline
 from course_utils.viz.figures import BLOCK_GID, figure_png, projected_sizes, show_figures_in_notebooks
 from course_utils.viz.mesh import draw_mesh
 from course_utils.viz.model import draw_bytes, draw_memory, draw_memory_by, draw_model
@@ -31,6 +32,7 @@ def load_ipython_extension(shell) -> None:
     show_figures_in_notebooks(shell)
 
 
-__all__ = ["BLOCK_GID", "DEVICE_COLORS", "device_color", "draw_batch_split", "draw_bytes", "draw_collectives_by",
+__all__ = ["BLOCK_GID", "DEVICE_COLORS", "device_color", "draw_advice", "draw_batch_split", "draw_bytes", "draw_collectives_by",
            "draw_fit", "draw_memory", "draw_memory_by", "draw_mesh", "draw_model", "draw_placement", "draw_process_mesh",
+           "draw_roofline",
            "figure_png", "load_ipython_extension", "mesh_colors", "process_color", "projected_sizes"]
