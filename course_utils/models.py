@@ -1,4 +1,4 @@
-"""The two models the benchmark and the explorers use, with their tensor-parallel layouts.
+"""The models the benchmark, the explorers and lesson 10 use, with their tensor-parallel layouts.
 
 Lessons build their models in plain Keras cells; these functions are the
 same models, packaged for code that needs them by name.
@@ -30,6 +30,24 @@ def mlp_rules() -> dict[str, tuple]:
         ".*d1/bias": ("model",),
         ".*d2/kernel": ("model", None),
     }
+
+
+def mlp_block(*, width: int = 512, hidden: int = 2048, dtype: str = "bfloat16", name: str = "mlp_block"):
+    """A transformer's MLP block, as *How to Scale Your Model* sizes it: LayerNormalization "norm" ->
+    Dense(hidden) "up" -> Dense(width) "down", no biases, in `dtype` (its input needs a gradient, as a
+    block inside a model does). Lesson 10 draws its roofline.
+
+    Returns:
+        A built Keras model, compiled (SGD, mean squared error) so its training step can be compiled.
+    """
+    import keras
+
+    x = keras.Input((width,))
+    h = keras.layers.LayerNormalization(name="norm", dtype=dtype)(x)
+    h = keras.layers.Dense(hidden, use_bias=False, name="up", dtype=dtype)(h)
+    model = keras.Model(x, keras.layers.Dense(width, use_bias=False, name="down", dtype=dtype)(h), name=name)
+    model.compile(optimizer="sgd", loss="mse")
+    return model
 
 
 def transformer_block(*, seq: int = 16, width: int = 64, heads: int = 8, mlp_width: int = 256,

@@ -11,7 +11,7 @@ Derived in lesson 10, which draws one candidate's roofline by hand first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from course_utils._table import Table
 from course_utils.advice.candidates import MESH_AXES, Candidate, candidates
@@ -76,13 +76,28 @@ class Advice(Table):
             return [rank, row.layout, str(row.mesh_shape), "-", row.verdict, "-", "-", "-", "-", "-"]
         t = row.time
         return [rank, row.layout, str(row.mesh_shape), f"{row.memory_gib:.1f}", row.verdict,
-                f"{t.compute_total * 1e3:.2f}", f"{t.communication_total * 1e3:.2f}", f"{t.step * 1e3:.2f}",
-                t.bound, f"{row.tokens_per_second:,.0f}"]
+                _ms(t.compute_total), _ms(t.communication_total), _ms(t.step), t.bound, f"{row.tokens_per_second:,.0f}"]
 
     @property
     def best(self) -> AdviceRow:
         """The first row: the fastest candidate that fits (or the first of the ranking when none fits)."""
         return self.rows[0]
+
+    def on(self, devices, *, efficiency: float | None = None) -> "Advice":
+        """The same compiled programs timed and ranked on other hardware (nothing compiled again).
+
+        Example:
+            >>> advice.on("v5e-8")
+        """
+        devices = device_set(devices)
+        if devices.devices != self.devices.devices:
+            raise ValueError(f"The programs were compiled for {self.devices.devices} devices; {devices.name} has "
+                             f"{devices.devices}. Run advise(..., devices={devices.name!r}) for it.")
+        efficiency = self.efficiency if efficiency is None else efficiency
+        rows = [_timed(r, devices, efficiency) for r in self.rows]
+        rows.sort(key=_rank)
+        return Advice(rows, devices=devices, efficiency=efficiency,
+                      title=self.title.replace(f" on {self.devices.name},", f" on {devices.name},"))
 
     def row(self, layout: str, mesh_shape) -> AdviceRow:
         for r in self.rows:
@@ -107,6 +122,12 @@ class Advice(Table):
                  f"in f32: an accelerator's program can need less."]
         lines += [f"- {r.layout} on {r.mesh_shape} cannot run: {r.problem}" for r in self.rows if r.problem]
         return lines
+
+
+def _ms(seconds: float) -> str:
+    """Milliseconds to three significant figures: 113, 0.612, 0.00871."""
+    ms = seconds * 1e3
+    return f"{ms:,.0f}" if ms >= 100 else f"{ms:#.3g}".rstrip(".")
 
 
 def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "mixed_bfloat16",
@@ -203,12 +224,19 @@ def _row(steps, candidate: Candidate, devices, batch, seq, efficiency) -> Advice
         program = steps.read(candidate.distribution())
     except ValueError as error:
         return AdviceRow(candidate.layout, shape, None, None, "cannot split", str(error).split("\n")[0][:300])
-    time = step_time(program, devices, shape, MESH_AXES, efficiency=efficiency)
-    peak = program.memory.peak
+    tokens = batch * (seq or 1) / (shape[0] * shape[1])
+    return _timed(AdviceRow(candidate.layout, shape, program, None, "", tokens=tokens), devices, efficiency)
+
+
+def _timed(row: AdviceRow, devices: DeviceSet, efficiency: float) -> AdviceRow:
+    """`row` with its step timed on `devices` and its memory judged against theirs."""
+    if row.program is None:
+        return row
+    time = step_time(row.program, devices, row.mesh_shape, MESH_AXES, efficiency=efficiency)
+    peak = row.program.memory.peak
     verdict = "fits" if peak <= (1 - HEADROOM) * devices.memory_bytes else (
         "tight" if peak <= devices.memory_bytes else "no")
-    tokens = batch * (seq or 1) / (shape[0] * shape[1])
-    return AdviceRow(candidate.layout, shape, program, time, verdict, tokens=tokens)
+    return replace(row, time=time, verdict=verdict)
 
 
 class _Steps:

@@ -100,7 +100,7 @@ def read_step(model, distribution, batch, *, policy: str | None = None) -> StepP
         distribution: The distribution the step runs under.
         batch: `(x, y)` as `jax.ShapeDtypeStruct`s or arrays, or the input's shape.
         policy: The dtype policy the model runs in ("float32", "bfloat16", "mixed_bfloat16"); by default
-            the model's own.
+            that of its layers with weights.
     """
     compiled = compile_train_step(model, distribution, training_batch(model, batch), options=READING_COMPILE,
                                   donate=True)
@@ -112,9 +112,15 @@ def read_step(model, distribution, batch, *, policy: str | None = None) -> StepP
     mesh = distribution.device_mesh
     ops = collective_ops(compiled.as_text(), tuple(mesh.axis_names), tuple(mesh.shape))
     weights = _weight_shapes(model, distribution)
-    policy = policy or model.dtype_policy.name
+    policy = policy or _policy(model)
     transfers = [_transfer(op, weights, policy) for op in ops]
     return StepProgram(memory, float(cost.get("flops", 0.0)), _summed(transfers))
+
+
+def _policy(model) -> str:
+    """The dtype policy of the model's layers that hold weights, when they share one; else the model's own."""
+    found = {layer.dtype_policy.name for layer in model.layers if layer.trainable_weights}
+    return found.pop() if len(found) == 1 else model.dtype_policy.name
 
 
 def extended(one: StepProgram, two: StepProgram, depth: int) -> StepProgram:

@@ -101,3 +101,14 @@ def test_the_advisors_mistakes_say_what_to_give(mlp):
         advise(uncompiled, devices="8xH100-80GB", batch=64)
     row = advise(_compiled(mlp()), devices="8xH100-80GB", batch=12, mesh_shapes=[(8, 1)]).rows[0]
     assert row.verdict == "cannot split" and "batch of 12 does not split over 8" in row.problem
+
+
+def test_the_same_programs_timed_on_other_hardware(llama_advice):
+    v5e = llama_advice.on("v5e-8")
+    assert {(r.layout, r.mesh_shape) for r in v5e} == {(r.layout, r.mesh_shape) for r in llama_advice}
+    row, before = v5e.row("official map", (2, 4)), llama_advice.row("official map", (2, 4))
+    assert row.program is before.program  # nothing compiled again
+    assert row.time.compute_total == pytest.approx(before.time.compute_total * 9.9e14 / 1.97e14)
+    assert "on v5e-8," in v5e.title
+    with pytest.raises(ValueError, match=r"compiled for 8 devices; v5p-64 has 64"):
+        llama_advice.on("v5p-64")
