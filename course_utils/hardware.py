@@ -141,8 +141,10 @@ DEVICE_SETS = {s.name: s for s in (
     _h100(1),
     _h100(2),
     _tpu("v5e-8", "TPU v5e (2x4 slice)", 8, 1.97e14, 16 * GB, 4.5e10, wraparound=False),
-    _tpu("v5p-8", "TPU v5p (2x2x1 slice)", 8, 4.59e14, 96 * GB, 9e10, wraparound=False),
-    _tpu("v5p-64", "TPU v5p (4x4x4 slice)", 64, 4.59e14, 96 * GB, 9e10, wraparound=True),
+    # a v5p slice is named by its TensorCores, two to a chip; JAX sees one device per chip
+    _tpu("v5p-8", "TPU v5p (2x2x1 slice, 4 chips)", 4, 4.59e14, 96 * GB, 9e10, wraparound=False),
+    _tpu("v5p-16", "TPU v5p (2x2x2 slice, 8 chips)", 8, 4.59e14, 96 * GB, 9e10, wraparound=False),
+    _tpu("v5p-128", "TPU v5p (4x4x4 slice, 64 chips)", 64, 4.59e14, 96 * GB, 9e10, wraparound=True),
 )}
 
 

@@ -5,7 +5,7 @@ import pytest
 from course_utils.hardware import DEVICE_SETS, GB, DeviceSet, Link, device_set
 
 
-@pytest.mark.parametrize("name, critical", [("8xH100-80GB", 2200), ("v5p-64", 2550)])
+@pytest.mark.parametrize("name, critical", [("8xH100-80GB", 2200), ("v5p-128", 2550)])
 def test_inside_a_node_the_books_critical_batch_is_peak_over_link(name, critical):
     devices = device_set(name)
     assert devices.flops_per_second / devices.inside.bytes_per_second == pytest.approx(critical)
@@ -24,7 +24,7 @@ def test_an_axis_whose_groups_span_two_nodes_crosses_infiniband():
 def test_a_tpu_slice_without_wraparound_sends_one_way():
     v5e = device_set("v5e-8")
     assert v5e.inside.bytes_per_second == 4.5e10 and "no wraparound" in v5e.inside.source
-    assert device_set("v5p-64").inside.bytes_per_second == 2 * 9e10 and v5e.memory_bytes == 16 * GB
+    assert device_set("v5p-128").inside.bytes_per_second == 2 * 9e10 and v5e.memory_bytes == 16 * GB
     assert all(s.source and s.inside.source for s in DEVICE_SETS.values())
 
 
@@ -42,3 +42,7 @@ def test_a_device_set_of_your_own_and_its_mistakes():
         mine.link((2, 4), (0,))
     with pytest.raises(ValueError, match=r"devices is one of .*'8xH100-80GB'.*Received: devices='H100'"):
         device_set("H100")
+
+
+def test_a_v5p_slice_is_named_by_its_tensorcores_and_jax_sees_its_chips():
+    assert [device_set(n).devices for n in ("v5p-8", "v5p-16", "v5p-128")] == [4, 8, 64]

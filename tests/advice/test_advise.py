@@ -110,5 +110,5 @@ def test_the_same_programs_timed_on_other_hardware(llama_advice):
     assert row.program is before.program  # nothing compiled again
     assert row.time.compute_total == pytest.approx(before.time.compute_total * 9.9e14 / 1.97e14)
     assert "on v5e-8," in v5e.title
-    with pytest.raises(ValueError, match=r"compiled for 8 devices; v5p-64 has 64"):
-        llama_advice.on("v5p-64")
+    with pytest.raises(ValueError, match=r"compiled for 8 devices; v5p-128 has 64"):
+        llama_advice.on("v5p-128")

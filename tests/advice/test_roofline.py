@@ -50,7 +50,7 @@ def _critical_batch(rules, devices, shape=(8, 1)):
     return max(c for c in (crossover(points[p]) for p in points) if c is not None)
 
 
-V5P_RING = DeviceSet("v5p, one axis with wraparound", "TPU v5p", 8, 4.59e14, 96e9, device_set("v5p-64").inside,
+V5P_RING = DeviceSet("v5p, one axis with wraparound", "TPU v5p", 8, 4.59e14, 96e9, device_set("v5p-128").inside,
                      per_node=8, kind="tpu")
 H100_NODE = device_set("8xH100-80GB")
 # two nodes of 4 GPUs: on (8, 1) the batch axis spans both, so its collectives cross InfiniBand
