@@ -161,7 +161,8 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
     _enough_devices(devices)
     shapes = _checked_shapes(mesh_shapes, devices.devices)
     steps = _Steps(built, batch, seq, language)
-    rows = [_row(steps, c, devices, batch, seq, efficiency) for c in candidates(built, devices.devices, layouts, shapes)]
+    rows = [_row(built, steps, c, devices, batch, seq, efficiency)
+            for c in candidates(built, devices.devices, layouts, shapes)]
     rows.sort(key=_rank)
     what = f"{batch} x {seq} tokens" if language else f"a batch of {batch}"
     return Advice(rows, devices=devices, efficiency=efficiency, title=(
@@ -215,7 +216,9 @@ def _checked_shapes(mesh_shapes, devices: int):
     return shapes
 
 
-def _row(steps, candidate: Candidate, devices, batch, seq, efficiency) -> AdviceRow:
+def _row(model, steps, candidate: Candidate, devices, batch, seq, efficiency) -> AdviceRow:
+    from course_utils.memory.fit import cannot_split
+
     shape = candidate.mesh_shape
     if batch % shape[0]:
         return AdviceRow(candidate.layout, shape, None, None, "cannot split",
@@ -223,7 +226,10 @@ def _row(steps, candidate: Candidate, devices, batch, seq, efficiency) -> Advice
     try:
         program = steps.read(candidate.distribution())
     except ValueError as error:
-        return AdviceRow(candidate.layout, shape, None, None, "cannot split", str(error).split("\n")[0][:300])
+        # the weight, its dimension and the mesh axis, in words, where a weight does not divide
+        why = cannot_split(model, candidate.distribution())
+        return AdviceRow(candidate.layout, shape, None, None, "cannot split",
+                         str(why) if why else str(error).split("\n")[0][:300])
     tokens = batch * (seq or 1) / (shape[0] * shape[1])
     return _timed(AdviceRow(candidate.layout, shape, program, None, "", tokens=tokens), devices, efficiency)
 

@@ -112,3 +112,15 @@ def test_the_same_programs_timed_on_other_hardware(llama_advice):
     assert "on v5e-8," in v5e.title
     with pytest.raises(ValueError, match=r"compiled for 8 devices; v5p-128 has 64"):
         llama_advice.on("v5p-128")
+
+
+def test_a_layout_that_cannot_split_a_weight_says_which_in_words():
+    gemma = abstract_model(keras_hub.models.GemmaBackbone, dict(vocabulary_size=256, num_layers=1, num_query_heads=4,
+                                                               num_key_value_heads=1, hidden_dim=32, intermediate_dim=64,
+                                                               head_dim=8))
+    advice = advise(gemma, devices="8xH100-80GB", batch=8, seq=16, mesh_shapes=[(2, 4), (8, 1)])
+    official = advice.row("official map", (2, 4))
+    assert official.verdict == "cannot split" and official.program is None
+    assert "key/kernel (1, 32, 8): dimension 0, of size 1, does not divide into 4 parts along 'model'" in official.problem
+    verdicts = [r.verdict for r in advice]  # those that cannot run are ranked after every candidate that runs
+    assert verdicts[0] == "fits" and verdicts.index("cannot split") == verdicts.count("fits") and verdicts[-1] == "cannot split"
