@@ -14,13 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from course_utils._table import Table
-from course_utils.advice.candidates import MESH_AXES, Candidate, candidates
+from course_utils.advice.candidates import MESH_AXES, Candidate, candidates, mesh_shapes as every_shape
 from course_utils.advice.estimate import StepTime, step_time
 from course_utils.advice.program import StepProgram, extended, read_step
 from course_utils.hardware import GIB, DeviceSet, device_set
-
-HEADROOM = 0.10  # "fits" with at least this share of the device left, as `will_it_fit` says it
-POLICIES = ("float32", "bfloat16", "mixed_bfloat16")
+from course_utils.memory.fit import CANNOT, FITS, HEADROOM, NO, POLICIES, TIGHT, cannot_split  # will_it_fit's words
 
 
 @dataclass(frozen=True)
@@ -203,8 +201,6 @@ def _enough_devices(devices: DeviceSet) -> None:
 
 
 def _checked_shapes(mesh_shapes, devices: int):
-    from course_utils.advice.candidates import mesh_shapes as every_shape
-
     if mesh_shapes is None:
         return None
     valid = every_shape(devices)
@@ -217,18 +213,16 @@ def _checked_shapes(mesh_shapes, devices: int):
 
 
 def _row(model, steps, candidate: Candidate, devices, batch, seq, efficiency) -> AdviceRow:
-    from course_utils.memory.fit import cannot_split
-
     shape = candidate.mesh_shape
     if batch % shape[0]:
-        return AdviceRow(candidate.layout, shape, None, None, "cannot split",
+        return AdviceRow(candidate.layout, shape, None, None, CANNOT,
                          f"the batch of {batch} does not split over {shape[0]} devices of the batch axis")
     try:
         program = steps.read(candidate.distribution())
     except ValueError as error:
         # the weight, its dimension and the mesh axis, in words, where a weight does not divide
         why = cannot_split(model, candidate.distribution())
-        return AdviceRow(candidate.layout, shape, None, None, "cannot split",
+        return AdviceRow(candidate.layout, shape, None, None, CANNOT,
                          str(why) if why else str(error).split("\n")[0][:300])
     tokens = batch * (seq or 1) / (shape[0] * shape[1])
     return _timed(AdviceRow(candidate.layout, shape, program, None, "", tokens=tokens), devices, efficiency)
@@ -240,8 +234,7 @@ def _timed(row: AdviceRow, devices: DeviceSet, efficiency: float) -> AdviceRow:
         return row
     time = step_time(row.program, devices, row.mesh_shape, MESH_AXES, efficiency=efficiency)
     peak = row.program.memory.peak
-    verdict = "fits" if peak <= (1 - HEADROOM) * devices.memory_bytes else (
-        "tight" if peak <= devices.memory_bytes else "no")
+    verdict = FITS if peak <= (1 - HEADROOM) * devices.memory_bytes else TIGHT if peak <= devices.memory_bytes else NO
     return replace(row, time=time, verdict=verdict)
 
 
@@ -253,7 +246,7 @@ class _Steps:
     def __init__(self, model, batch: int, seq: int | None, language: bool):
         from course_utils.memory.compiled import language_model_step
 
-        self.depth, self.policy = None, model.dtype_policy.name
+        self.depth = None
         if not language:
             self.steps = {None: (model, _generic_batch(model, batch))}
             return
@@ -264,7 +257,7 @@ class _Steps:
                       for n in ((1, 2) if self.depth else (None,))}
 
     def read(self, distribution) -> StepProgram:
-        programs = {n: read_step(model, distribution, tokens, policy=self.policy)
+        programs = {n: read_step(model, distribution, tokens)
                     for n, (model, tokens) in self.steps.items()}
         return extended(programs[1], programs[2], self.depth) if self.depth else programs[None]
 
@@ -275,5 +268,5 @@ def _generic_batch(model, batch: int) -> tuple:
 
 
 def _rank(row: AdviceRow) -> tuple:
-    order = {"fits": 0, "tight": 0, "no": 1, "cannot split": 2}[row.verdict]
+    order = {FITS: 0, TIGHT: 0, NO: 1, CANNOT: 2}[row.verdict]
     return order, row.time.step if row.time else 0.0

@@ -29,7 +29,8 @@ from course_utils.communication.traffic import ring_sent_bytes
 from course_utils.communication.train_step import compile_train_step, training_batch
 from course_utils.layout_axes import axes_used
 from course_utils.layouts.layout_map import layout_for
-from course_utils.memory.compiled import StepMemory
+from course_utils.placements import planned_placement
+from course_utils.memory.compiled import StepMemory, extended_memory, memory_of
 from course_utils.xla_settings import READING_COMPILE
 
 PASSES = ("forward", "backward", "other")
@@ -104,9 +105,7 @@ def read_step(model, distribution, batch, *, policy: str | None = None) -> StepP
     """
     compiled = compile_train_step(model, distribution, training_batch(model, batch), options=READING_COMPILE,
                                   donate=True)
-    analysis = compiled.memory_analysis()
-    memory = StepMemory(analysis.argument_size_in_bytes, analysis.output_size_in_bytes,
-                        analysis.temp_size_in_bytes, analysis.alias_size_in_bytes)
+    memory = memory_of(compiled)
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     mesh = distribution.device_mesh
@@ -129,9 +128,8 @@ def extended(one: StepProgram, two: StepProgram, depth: int) -> StepProgram:
     def grow(a, b):
         return max(0, a + (depth - 1) * (b - a))
 
-    memory = StepMemory(*(grow(getattr(one.memory, f), getattr(two.memory, f))
-                          for f in ("arguments", "outputs", "temporaries", "aliased")),
-                        how=f"compiled with 1 and 2 of its {depth} blocks, each further block counted as the second")
+    memory = extended_memory(one.memory, two.memory, depth,
+                             how=f"compiled with 1 and 2 of its {depth} blocks, each further block counted as the second")
     first = {t.key: t for t in one.transfers}
     second = {t.key: t for t in two.transfers}
     transfers = []
@@ -146,13 +144,11 @@ def extended(one: StepProgram, two: StepProgram, depth: int) -> StepProgram:
 def _weight_shapes(model, distribution) -> dict[tuple, tuple[str, ...]]:
     """Each trainable weight's shape (whole and one device's shard, size-1 dimensions dropped, sorted) ->
     the mesh axes its layout splits it over; the whole shape is marked "whole"."""
-    sizes = dict(zip(distribution.device_mesh.axis_names, distribution.device_mesh.shape))
     found = {}
     for variable in model.trainable_variables:
-        axes = tuple(layout_for(distribution, variable).axes)
-        shard = [dim // math.prod(sizes[a] for a in axes_used((entry,))) if entry else dim
-                 for dim, entry in zip(variable.shape, axes + (None,) * (len(variable.shape) - len(axes)))]
-        found.setdefault(("whole", _bare(variable.shape)), set()).update(axes_used(axes))
+        layout = layout_for(distribution, variable)
+        shard = planned_placement(tuple(variable.shape), layout).shard_shape
+        found.setdefault(("whole", _bare(variable.shape)), set()).update(axes_used(tuple(layout.axes)))
         found.setdefault(("shard", _bare(shard)), set())
     return found
 

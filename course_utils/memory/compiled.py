@@ -57,10 +57,22 @@ def step_memory(model, distribution, batch) -> StepMemory:
     """
     from course_utils.communication.train_step import training_batch
 
-    compiled = compile_train_step(model, distribution, training_batch(model, batch), options=None, donate=True)
+    return memory_of(compile_train_step(model, distribution, training_batch(model, batch), options=None, donate=True))
+
+
+def memory_of(compiled) -> StepMemory:
+    """A compiled program's buffers per device, as XLA's `memory_analysis()` gives them."""
     analysis = compiled.memory_analysis()
     return StepMemory(analysis.argument_size_in_bytes, analysis.output_size_in_bytes,
                       analysis.temp_size_in_bytes, analysis.alias_size_in_bytes)
+
+
+def extended_memory(one: StepMemory, two: StepMemory, depth: int, *, how: str) -> StepMemory:
+    """A model of `depth` alike blocks from its steps with one block and with two: what the second block
+    added, counted once for every further block."""
+    values = [getattr(one, f.name) + (depth - 1) * (getattr(two, f.name) - getattr(one, f.name))
+              for f in fields(StepMemory) if f.name != "how"]
+    return StepMemory(*values, how=how)
 
 
 def backbone_step_memory(backbone, distribution, batch: int, seq: int) -> StepMemory:
@@ -76,10 +88,8 @@ def backbone_step_memory(backbone, distribution, batch: int, seq: int) -> StepMe
         return _language_model_memory(type(backbone), config, distribution, batch, seq)
     one, two = (_language_model_memory(type(backbone), {**config, "num_layers": n}, distribution, batch, seq)
                 for n in (1, 2))
-    values = [getattr(one, f.name) + (depth - 1) * (getattr(two, f.name) - getattr(one, f.name))
-              for f in fields(StepMemory) if f.name != "how"]
-    return StepMemory(*values, how=f"compiled with 1 and 2 of its {depth} decoder blocks, each further block "
-                                   f"counted as the second")
+    return extended_memory(one, two, depth, how=f"compiled with 1 and 2 of its {depth} decoder blocks, each further "
+                                                f"block counted as the second")
 
 
 def _language_model_memory(backbone_class, config: dict, distribution, batch: int, seq: int) -> StepMemory:
