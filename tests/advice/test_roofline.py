@@ -4,7 +4,6 @@ against the critical batch sizes *How to Scale Your Model* derives by hand.
 The book's formulas drop the ring's (n-1)/n: on a ring of 8 a collective sends 7/8 of what the book counts,
 so the crossover from the compiled program is the book's x 7/8 (12.5 % below it), and within 15 %."""
 
-import keras
 import pytest
 from keras import distribution
 
@@ -12,24 +11,10 @@ from course_utils import make_layout_map, make_mesh
 from course_utils.advice.estimate import crossover, step_time
 from course_utils.advice.program import read_step
 from course_utils.hardware import DeviceSet, device_set
+from course_utils.models import mlp_block
 
 D = 512
 RING = 7 / 8  # the share of a ring collective's bytes one of 8 devices sends
-
-
-def _block(dist, hidden=2048):
-    """LayerNorm -> Dense(hidden) -> Dense(D), in bfloat16: the book's MLP block (its input needs a gradient)."""
-    keras.config.set_dtype_policy("bfloat16")
-    try:
-        with dist.scope():
-            x = keras.Input((D,))
-            h = keras.layers.LayerNormalization(name="norm")(x)
-            h = keras.layers.Dense(hidden, use_bias=False, name="up")(h)
-            model = keras.Model(x, keras.layers.Dense(D, use_bias=False, name="down")(h))
-            model.compile(optimizer="sgd", loss="mse")
-    finally:
-        keras.config.set_dtype_policy("float32")
-    return model
 
 
 def _dist(shape, rules):
@@ -40,7 +25,7 @@ def _dist(shape, rules):
 def _critical_batch(rules, devices, shape=(8, 1)):
     """Tokens per device above which no pass is communication-bound (the latest of the passes' crossovers)."""
     dist = _dist(shape, rules)
-    model = _block(dist)
+    model = mlp_block(width=D)  # the book's MLP block in bfloat16, as lesson 10 draws it
     points = {p: [] for p in ("forward", "backward")}
     for per_device in (1024, 4096):
         program = read_step(model, dist, (per_device * shape[0], D))
@@ -70,7 +55,7 @@ def test_data_parallel_and_fsdp_become_compute_bound_at_the_books_critical_batch
 
 def test_the_accelerator_sends_bf16_and_a_reduce_scatter_where_the_cpu_program_does_not():
     dist = _dist((8, 1), FSDP)
-    program = read_step(_block(dist), dist, (8 * 1024, D))
+    program = read_step(mlp_block(width=D), dist, (8 * 1024, D))
     kinds = {(t.kind, t.pass_): t for t in program.transfers}
     weights = 2 * D * 2048  # the two kernels' elements
     # forward: each kernel gathered, 7/8 of it sent, in bf16 (the CPU program moves f32: twice as much)
@@ -87,7 +72,7 @@ def test_tensor_parallelism_is_compute_bound_while_the_model_axis_is_under_f_w_o
     dist = _dist((1, 8), megatron)
     points = []
     for hidden in (4096, 16384):
-        program = read_step(_block(dist, hidden), dist, (4096, D))
+        program = read_step(mlp_block(width=D, hidden=hidden), dist, (4096, D))
         time = step_time(program, H100_NODE, (1, 8), ("batch", "model"))
         points.append((hidden, time.compute["forward"], time.communication["forward"]))
     book = 8 * H100_NODE.flops_per_second / H100_NODE.inside.bytes_per_second
