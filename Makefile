@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PORT ?= 8888
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test test-fast bench doctor slides course publish student student-branch answer-key handout nbgrader clean
+.PHONY: lab test test-fast bench tpu-targets doctor slides course publish student student-branch answer-key handout nbgrader clean
 
 # The environment remembers which interpreter made it: naming another one (make lab PYTHON=python3.12)
 # makes the environment again with it instead of quietly keeping the old one.
@@ -69,6 +69,11 @@ test-fast: $(BIN)/.test-installed
 bench: $(BIN)/.installed
 	$(BIN)/python -m course_utils.course.bench notebooks
 	$(BIN)/python -m course_utils.course.bench_advice
+
+# The TPU's own compiler (libtpu, the version jax 0.10.2 pins), for advise(..., program="tpu"): about 700 MB,
+# put beside the packages rather than among them, so that JAX never looks for a TPU in a lesson.
+tpu-targets: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet --upgrade --target $(VENV)/libtpu "libtpu==0.0.42.*"
 
 doctor: $(BIN)/.installed
 	$(BIN)/python -m course_utils doctor

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 BOOK = "How to Scale Your Model (Austin et al., 2025; jax-ml.github.io/scaling-book)"
@@ -57,6 +58,8 @@ class DeviceSet:
         between: The link between nodes (None for a set of one node).
         kind: "gpu" or "tpu": which accelerator's program the CPU program stands for.
         source: Where the compute and memory figures come from.
+        topology: For a TPU slice, its name for libtpu ("v5e:2x4"), to compile the TPU's own program
+            (`advise(..., program="tpu")`); None for a GPU set.
     """
 
     name: str
@@ -69,6 +72,7 @@ class DeviceSet:
     between: Link | None = None
     kind: str = "gpu"
     source: str = ""
+    topology: str | None = None
 
     def __post_init__(self):
         for field_name in ("devices", "per_node"):
@@ -89,6 +93,14 @@ class DeviceSet:
                              f"devices: give between=, the link between nodes.")
         if self.kind not in ("gpu", "tpu"):
             raise ValueError(f"DeviceSet {self.name!r}: kind is 'gpu' or 'tpu'. Received: kind={self.kind!r}.")
+        if self.topology is not None and (self.kind != "tpu" or not isinstance(self.topology, str)
+                                          or not re.fullmatch(r"v\w+:\d+(x\d+)*", self.topology)):
+            raise ValueError(f"DeviceSet {self.name!r}: topology names a TPU slice for libtpu, like 'v5e:2x4' "
+                             f"(kind='tpu'). Received: topology={self.topology!r}, kind={self.kind!r}.")
+        if self.topology is not None and math.prod(int(d) for d in self.topology.split(":")[1].split("x")) != self.devices:
+            raise ValueError(f"DeviceSet {self.name!r}: the slice {self.topology!r} has "
+                             f"{math.prod(int(d) for d in self.topology.split(':')[1].split('x'))} chips, not "
+                             f"{self.devices} devices.")
 
     @property
     def memory_gib(self) -> float:
@@ -127,24 +139,29 @@ def _h100(nodes: int) -> DeviceSet:
                      source=f"{BOOK}, GPUs chapter: 990 TFLOP/s dense bf16, 80 GB HBM3")
 
 
-def _tpu(name: str, chip: str, devices: int, flops: float, memory: float, one_way: float, wraparound: bool) -> DeviceSet:
+def _tpu(name: str, chip: str, devices: int, flops: float, memory: float, one_way: float, wraparound: bool,
+         topology: str) -> DeviceSet:
     ring = "a ring with wraparound: both directions, 2 x" if wraparound else (
         "no wraparound (a slice smaller than a full torus): one direction, 1 x")
     link = Link("ICI", one_way * (2 if wraparound else 1),
                 f"{BOOK}, TPUs chapter: {one_way:.2g} B/s one way per ICI link; {ring} that (the book: without "
                 f"wraparound a collective typically takes twice as long)")
     return DeviceSet(name, chip, devices, flops, memory, link, per_node=devices, kind="tpu",
-                     source=f"{BOOK}, TPUs chapter: {flops:.3g} bf16 FLOP/s, {memory / GB:.0f} GB HBM per chip")
+                     source=f"{BOOK}, TPUs chapter: {flops:.3g} bf16 FLOP/s, {memory / GB:.0f} GB HBM per chip",
+                     topology=topology)
 
 
 DEVICE_SETS = {s.name: s for s in (
     _h100(1),
     _h100(2),
-    _tpu("v5e-8", "TPU v5e (2x4 slice)", 8, 1.97e14, 16 * GB, 4.5e10, wraparound=False),
+    _tpu("v5e-8", "TPU v5e (2x4 slice)", 8, 1.97e14, 16 * GB, 4.5e10, wraparound=False, topology="v5e:2x4"),
     # a v5p slice is named by its TensorCores, two to a chip; JAX sees one device per chip
-    _tpu("v5p-8", "TPU v5p (2x2x1 slice, 4 chips)", 4, 4.59e14, 96 * GB, 9e10, wraparound=False),
-    _tpu("v5p-16", "TPU v5p (2x2x2 slice, 8 chips)", 8, 4.59e14, 96 * GB, 9e10, wraparound=False),
-    _tpu("v5p-128", "TPU v5p (4x4x4 slice, 64 chips)", 64, 4.59e14, 96 * GB, 9e10, wraparound=True),
+    _tpu("v5p-8", "TPU v5p (2x2x1 slice, 4 chips)", 4, 4.59e14, 96 * GB, 9e10, wraparound=False,
+         topology="v5p:2x2x1"),
+    _tpu("v5p-16", "TPU v5p (2x2x2 slice, 8 chips)", 8, 4.59e14, 96 * GB, 9e10, wraparound=False,
+         topology="v5p:2x2x2"),
+    _tpu("v5p-128", "TPU v5p (4x4x4 slice, 64 chips)", 64, 4.59e14, 96 * GB, 9e10, wraparound=True,
+         topology="v5p:4x4x4"),
 )}
 
 

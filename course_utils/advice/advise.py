@@ -3,7 +3,8 @@
 `advise(model, devices=..., batch=..., seq=...)` compiles one training step of the model under every
 candidate (`candidates`: each mesh shape of the device count x each layout that applies), shape-only,
 and reads each program (`program.read_step`): the memory a device needs at the step's peak, its FLOPs
-and its collectives. The named hardware (`hardware`) turns those into seconds (`estimate.step_time`),
+and its collectives. For a TPU slice, `program="tpu"` reads the TPU's own program instead (`tpu`, with
+libtpu installed), the FLOPs still from the CPU program. The named hardware (`hardware`) turns those into seconds (`estimate.step_time`),
 and the candidates are ranked: those that fit first, fastest first.
 
 Derived in lesson 10, which draws one candidate's roofline by hand first.
@@ -17,6 +18,7 @@ from course_utils._table import Table
 from course_utils.advice.candidates import MESH_AXES, Candidate, candidates, mesh_shapes as every_shape
 from course_utils.advice.estimate import StepTime, step_time
 from course_utils.advice.program import StepProgram, extended, read_step
+from course_utils.advice.tpu import TpuOutOfMemory
 from course_utils.hardware import GIB, DeviceSet, device_set
 from course_utils.memory.fit import CANNOT, FITS, HEADROOM, NO, POLICIES, TIGHT, cannot_split  # will_it_fit's words
 
@@ -64,9 +66,9 @@ class Advice(Table):
     columns = ("rank", "layout", "mesh (batch, model)", "GiB/device", "memory", "compute ms", "comm. ms",
                "step ms", "bound by", "tokens/s/device")
 
-    def __init__(self, rows, *, devices: DeviceSet, title: str, efficiency: float):
+    def __init__(self, rows, *, devices: DeviceSet, title: str, efficiency: float, program: str = "cpu"):
         super().__init__(rows, title=title)
-        self.devices, self.efficiency = devices, efficiency
+        self.devices, self.efficiency, self.program = devices, efficiency, program
 
     def cells(self, row: AdviceRow) -> list[str]:
         rank = str(self.rows.index(row) + 1)
@@ -91,10 +93,14 @@ class Advice(Table):
         if devices.devices != self.devices.devices:
             raise ValueError(f"The programs were compiled for {self.devices.devices} devices; {devices.name} has "
                              f"{devices.devices}. Run advise(..., devices={devices.name!r}) for it.")
+        if self.program == "tpu" and devices.topology != self.devices.topology:
+            raise ValueError(f"The programs are the TPU's own, compiled for {self.devices.name} "
+                             f"({self.devices.topology}); {devices.name} runs other programs. Run advise(..., "
+                             f"devices={devices.name!r}) for it.")
         efficiency = self.efficiency if efficiency is None else efficiency
         rows = [_timed(r, devices, efficiency) for r in self.rows]
         rows.sort(key=_rank)
-        return Advice(rows, devices=devices, efficiency=efficiency,
+        return Advice(rows, devices=devices, efficiency=efficiency, program=self.program,
                       title=self.title.replace(f" on {self.devices.name},", f" on {devices.name},"))
 
     def row(self, layout: str, mesh_shape) -> AdviceRow:
@@ -112,13 +118,22 @@ class Advice(Table):
         corrected = [r.program.corrected for r in self.rows if r.program]
         lines = [f"Estimates for {d.name} ({d.chip}: {peak}, {d.memory_bytes / GIB:.1f} GiB, {links}), not "
                  f"measurements: compute = FLOPs / peak; each collective = its ring bytes / its axis's link; "
-                 f"within a pass the two overlap. bound by: which is longer in the forward or backward pass.",
-                 f"From XLA's CPU program, compiled per candidate (shape-only): memory at the step's peak, FLOPs, "
-                 f"collectives; bytes counted as a {d.kind.upper()} sends them (bf16 where the policy computes in "
-                 f"bf16, reduce-scatters for gradients kept as shards): up to {max(corrected, default=0):.0%} "
-                 f"fewer than the CPU program's. The memory is the CPU program's peak, which computes bf16 products "
-                 f"in f32: an accelerator's program can need less."]
-        lines += [f"- {r.layout} on {r.mesh_shape} cannot run: {r.problem}" for r in self.rows if r.problem]
+                 f"within a pass the two overlap. bound by: which is longer in the forward or backward pass."]
+        if self.program == "tpu":
+            source = next((r.program.source for r in self.rows if r.program), "the TPU's own program")
+            lines.append(f"From {source}, compiled per candidate (shape-only): memory at the step's peak and the "
+                         f"collectives as the TPU sends them, each loop's counted once per round; the FLOPs from XLA's "
+                         f"CPU program (the TPU's cost analysis counts a loop's body once).")
+        else:
+            hint = "; program='tpu' reads the TPU's own" if d.topology else ""
+            lines.append(f"From XLA's CPU program, compiled per candidate (shape-only): memory at the step's peak, "
+                         f"FLOPs, collectives; bytes counted as a {d.kind.upper()} sends them (bf16 where the policy "
+                         f"computes in bf16, reduce-scatters for gradients kept as shards): up to "
+                         f"{max(corrected, default=0):.0%} fewer than the CPU program's. The memory is the CPU "
+                         f"program's peak, which computes bf16 products in f32: an accelerator's program can need "
+                         f"less{hint}.")
+        lines += [f"- {r.layout} on {r.mesh_shape} {'does not fit' if r.verdict == NO else 'cannot run'}: {r.problem}"
+                  for r in self.rows if r.problem]
         return lines
 
 
@@ -129,7 +144,7 @@ def _ms(seconds: float) -> str:
 
 
 def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "mixed_bfloat16",
-           layouts: dict | None = None, mesh_shapes=None, efficiency: float = 1.0) -> Advice:
+           layouts: dict | None = None, mesh_shapes=None, efficiency: float = 1.0, program: str = "cpu") -> Advice:
     """Every mesh shape x layout for `model` on `devices`, compiled, timed and ranked.
 
     Args:
@@ -143,11 +158,16 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
         layouts: Your own layouts, `{name: rules or function mesh -> LayoutMap}`, tried on every shape.
         mesh_shapes: The (batch, model) shapes to try; by default every one of the device count.
         efficiency: The share of peak FLOP/s the products reach (1.0: the roofline).
+        program: "cpu": XLA's CPU program, its bytes corrected for the accelerator (`program`). "tpu", for a TPU
+            slice (`DeviceSet.topology`): the TPU's own program, compiled by libtpu (`make tpu-targets`; `tpu`),
+            for memory and collectives; slower to compile (a 7B block about 25 s).
 
     Example:
         >>> advise("gemma_7b_en", devices="8xH100-80GB", batch=16, seq=2048)
+        >>> advise("llama3_8b_en", devices="v5e-8", batch=8, seq=1024, program="tpu")
     """
     devices = device_set(devices)
+    topology = _topology(program, devices)
     if dtype not in POLICIES:
         raise ValueError(f"dtype must be one of {POLICIES}. Received: dtype={dtype!r}.")
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
@@ -159,13 +179,29 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
     _enough_devices(devices)
     shapes = _checked_shapes(mesh_shapes, devices.devices)
     steps = _Steps(built, batch, seq, language)
-    rows = [_row(built, steps, c, devices, batch, seq, efficiency)
+    rows = [_row(built, steps, c, devices, batch, seq, efficiency, topology)
             for c in candidates(built, devices.devices, layouts, shapes)]
     rows.sort(key=_rank)
     what = f"{batch} x {seq} tokens" if language else f"a batch of {batch}"
-    return Advice(rows, devices=devices, efficiency=efficiency, title=(
+    return Advice(rows, devices=devices, efficiency=efficiency, program=program, title=(
         f"{getattr(built, 'name', 'model')} on {devices.name}, {what}, {built.dtype_policy.name}: "
         f"{len(rows)} candidates ranked by estimated step time"))
+
+
+def _topology(program: str, devices: DeviceSet) -> str | None:
+    """The TPU slice to compile for (program="tpu"), None for the CPU program; checks libtpu is there first."""
+    if program not in ("cpu", "tpu"):
+        raise ValueError(f"program is 'cpu' (XLA's CPU program, corrected) or 'tpu' (the TPU's own, for a TPU "
+                         f"slice). Received: program={program!r}.")
+    if program == "cpu":
+        return None
+    if devices.topology is None:
+        raise ValueError(f"program='tpu' compiles for a TPU slice; {devices.name} is not one (a {devices.kind.upper()} "
+                         f"set without a topology). Use program='cpu', or a TPU set such as 'v5e-8'.")
+    from course_utils.advice.tpu import topology_devices
+
+    topology_devices(devices.topology)  # libtpu missing or the slice unknown: said now, not per candidate
+    return devices.topology
 
 
 def _model(model, dtype: str):
@@ -212,13 +248,15 @@ def _checked_shapes(mesh_shapes, devices: int):
     return shapes
 
 
-def _row(model, steps, candidate: Candidate, devices, batch, seq, efficiency) -> AdviceRow:
+def _row(model, steps, candidate: Candidate, devices, batch, seq, efficiency, topology) -> AdviceRow:
     shape = candidate.mesh_shape
     if batch % shape[0]:
         return AdviceRow(candidate.layout, shape, None, None, CANNOT,
                          f"the batch of {batch} does not split over {shape[0]} devices of the batch axis")
     try:
-        program = steps.read(candidate.distribution())
+        program = steps.read(candidate, topology)
+    except TpuOutOfMemory as error:  # libtpu refuses to compile a step that does not fit
+        return AdviceRow(candidate.layout, shape, None, None, NO, str(error))
     except ValueError as error:
         # the weight, its dimension and the mesh axis, in words, where a weight does not divide
         why = cannot_split(model, candidate.distribution())
@@ -256,9 +294,18 @@ class _Steps:
         self.steps = {n: language_model_step(type(model), {**config, "num_layers": n} if n else config, batch, seq)
                       for n in ((1, 2) if self.depth else (None,))}
 
-    def read(self, distribution) -> StepProgram:
-        programs = {n: read_step(model, distribution, tokens)
-                    for n, (model, tokens) in self.steps.items()}
+    def read(self, candidate: Candidate, topology: str | None = None) -> StepProgram:
+        """The candidate's step, read from XLA's CPU program, or from the TPU's own for `topology` (its FLOPs
+        still the CPU program's)."""
+        programs = {}
+        for n, (model, tokens) in self.steps.items():
+            program = read_step(model, candidate.distribution(), tokens)
+            if topology:
+                from course_utils.advice.tpu import read_tpu_step
+
+                tpu = read_tpu_step(model, candidate.layout_map, candidate.mesh_shape, tokens, topology)
+                program = replace(tpu, flops=program.flops)
+            programs[n] = program
         return extended(programs[1], programs[2], self.depth) if self.depth else programs[None]
 
 

@@ -75,12 +75,15 @@ class StepProgram:
         flops: Floating-point operations per device (`cost_analysis()["flops"]`).
         transfers: The collectives, summed by kind, axes and pass (`Transfer`).
         how: How it was found: "compiled whole", or extended from one and two blocks.
+        source: The program it was read from: XLA's CPU program (`CPU_PROGRAM`, its bytes corrected) or a
+            TPU's own (`tpu.read_tpu_step`).
     """
 
     memory: StepMemory
     flops: float
     transfers: tuple[Transfer, ...]
     how: str = "compiled whole"
+    source: str = "XLA's CPU program"
 
     def sent(self, pass_: str | None = None) -> int:
         """Bytes one device sends, as an accelerator would, in one pass or in the whole step."""
@@ -106,14 +109,19 @@ def read_step(model, distribution, batch, *, policy: str | None = None) -> StepP
     compiled = compile_train_step(model, distribution, training_batch(model, batch), options=READING_COMPILE,
                                   donate=True)
     memory = memory_of(compiled)
-    cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     mesh = distribution.device_mesh
     ops = collective_ops(compiled.as_text(), tuple(mesh.axis_names), tuple(mesh.shape))
     weights = _weight_shapes(model, distribution)
     policy = policy or _policy(model)
     transfers = [_transfer(op, weights, policy) for op in ops]
-    return StepProgram(memory, float(cost.get("flops", 0.0)), _summed(transfers))
+    return StepProgram(memory, flops_of(compiled), summed_transfers(transfers))
+
+
+def flops_of(compiled) -> float:
+    """Floating-point operations per device of a compiled program (`cost_analysis()["flops"]`)."""
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    return float(cost.get("flops", 0.0))
 
 
 def _policy(model) -> str:
@@ -138,7 +146,8 @@ def extended(one: StepProgram, two: StepProgram, depth: int) -> StepProgram:
         b = second.get(key, replace(a, count=0, cpu_sent=0, sent=0))
         transfers.append(replace(a, count=grow(a.count, b.count), cpu_sent=grow(a.cpu_sent, b.cpu_sent),
                                  sent=grow(a.sent, b.sent)))
-    return StepProgram(memory, grow(one.flops, two.flops), tuple(t for t in transfers if t.count), how=memory.how)
+    return StepProgram(memory, grow(one.flops, two.flops), tuple(t for t in transfers if t.count), how=memory.how,
+                       source=one.source)
 
 
 def _weight_shapes(model, distribution) -> dict[tuple, tuple[str, ...]]:
@@ -157,8 +166,13 @@ def _bare(shape) -> tuple[int, ...]:
     return tuple(sorted(int(d) for d in shape if d != 1))
 
 
+def pass_of(op) -> str:
+    """The pass a collective instruction belongs to, from what XLA recorded of its source."""
+    return "backward" if any(s.backward for s in op.sources) else "forward" if op.sources else "other"
+
+
 def _transfer(op, weights: dict, policy: str) -> Transfer:
-    pass_ = "backward" if any(s.backward for s in op.sources) else "forward" if op.sources else "other"
+    pass_ = pass_of(op)
     variable_bytes, compute_bytes = {"bfloat16": (2, 2), "mixed_bfloat16": (4, 2)}.get(policy, (4, 4))
     n = op.group_size
     cpu = sent = 0
@@ -176,10 +190,10 @@ def _transfer(op, weights: dict, policy: str) -> Transfer:
     return Transfer(kind, op.axes, pass_, n, 1, cpu, sent)
 
 
-def _summed(transfers: list[Transfer]) -> tuple[Transfer, ...]:
+def summed_transfers(transfers: list[Transfer]) -> tuple[Transfer, ...]:
     found: dict[tuple, Transfer] = {}
     for t in transfers:
         had = found.get(t.key)
-        found[t.key] = t if had is None else replace(had, count=had.count + 1, cpu_sent=had.cpu_sent + t.cpu_sent,
+        found[t.key] = t if had is None else replace(had, count=had.count + t.count, cpu_sent=had.cpu_sent + t.cpu_sent,
                                                      sent=had.sent + t.sent)
     return tuple(found.values())

@@ -72,6 +72,10 @@ class CollectiveOp:
         operand_sources: What XLA recorded for the instruction that computes its
             (first) operand.
         dtypes: The element type of each result, as XLA writes it ("f32", "bf16", "s32").
+        computation: The computation of the program it is written in ("main.12", or a fusion's:
+            "all-reduce-scatter.1").
+        times: How many times it runs in one call of the program: once per call of its computation
+            (`executions`); 0 inside a loop, whose trip count the program does not write.
     """
 
     name: str
@@ -85,6 +89,8 @@ class CollectiveOp:
     operand_sources: tuple[Source, ...] = ()
     group_size: int = 1
     dtypes: tuple[str, ...] = ()
+    computation: str = ""
+    times: int = 1
 
     @property
     def operand_bytes(self) -> int:
@@ -101,6 +107,9 @@ _OP = re.compile(r"=\s*(\(.*?\)|[a-z0-9]+\[[0-9,]*\](?:\{[^}]*\})?)\s+(" + "|".j
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*(?:\(.*?\)|\S+)\s+([\w\-]+)\(([^)]*)\)")
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
 _ARRAY = re.compile(r"([a-z]+[0-9]*)\[([0-9,]*)\]")
+_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%([\w.\-]+)\s*\(.*\{\s*$")
+_CALLS = re.compile(r"\b(calls|to_apply|body|condition|branch_computations|called_computations)="
+                    r"(\{[^}]*\}|%[\w.\-]+)")
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
           "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16}
 _PASS_THROUGH = ("bitcast", "copy", "fusion", "transpose", "reshape", "copy-start", "copy-done")
@@ -131,6 +140,7 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
     """
     lines = hlo.splitlines()
     producers, taken_apart = {}, {}
+    where, runs = _computations(lines), executions(hlo)
     for line in lines:
         match = _INSTRUCTION.match(line)
         if match:
@@ -146,6 +156,8 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
             continue
         result, kind = match.groups()
         arrays = [(t, tuple(int(d) for d in dims.split(",") if d)) for t, dims in _ARRAY.findall(result)]
+        if f"{kind}-start(" in line and result.startswith("("):
+            arrays = _started_outputs(arrays)
         size = sum(DTYPE_BYTES.get(t, 4) * math.prod(dims) for t, dims in arrays)
         instruction = _INSTRUCTION.match(line)
         name, operands = (instruction.group(1), re.findall(r"%([\w.\-]+)", instruction.group(3))) \
@@ -160,8 +172,116 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
             operand=_program_input(operands, producers),
             parts=tuple(pieces.get(i, ()) for i in range(max(pieces) + 1)) if pieces else (sources,),
             operand_sources=_sources(producers[operands[0]][2]) if operands and operands[0] in producers else (),
+            computation=where.get(name, ""), times=runs.get(where.get(name, ""), 1),
         ))
     return ops
+
+
+def _started_outputs(arrays: list) -> list:
+    """The arrays an asynchronous collective delivers, from its `-start` instruction's tuple: XLA writes
+    (operands, outputs, and for a permute two u32[] contexts); the outputs are the second half."""
+    while arrays and arrays[-1] == ("u32", ()):
+        arrays = arrays[:-1]
+    return arrays[len(arrays) // 2:] if len(arrays) >= 2 else arrays
+
+
+def _computations(lines: list[str]) -> dict[str, str]:
+    """Each instruction's name -> the computation it is written in."""
+    where, current = {}, ""
+    for line in lines:
+        header = _COMPUTATION.match(line)
+        if header:
+            current = header.group(1)
+            continue
+        instruction = _INSTRUCTION.match(line)
+        if instruction:
+            where[instruction.group(1)] = current
+    return where
+
+
+def executions(hlo: str) -> dict[str, int]:
+    """How many times each computation of a compiled program runs in one call of it: the entry once, any
+    other as often as the instructions that call it run, a loop's body as often as the loop goes round
+    (`_trip_count`, read from its counter). 0 for a loop whose count the program does not show, and for
+    what its body calls.
+
+    Example:
+        >>> executions(compiled.as_text())["all-reduce-scatter.1"]
+        1
+    """
+    order, instructions, roots, current, entry = [], {}, {}, "", ""
+    for line in hlo.splitlines():
+        header = _COMPUTATION.match(line)
+        if header:
+            current = header.group(1)
+            order.append(current)
+            instructions[current] = {}
+            entry = current if line.startswith("ENTRY") else entry
+            continue
+        instruction = _INSTRUCTION.match(line) if current else None
+        if instruction:
+            name = instruction.group(1)
+            instructions[current][name] = (instruction.group(2), re.findall(r"%([\w.\-]+)", instruction.group(3)), line)
+            if line.lstrip().startswith("ROOT"):
+                roots[current] = name
+    runs = dict.fromkeys(order, 0)
+    runs[entry] = 1
+    for caller in reversed(order):  # XLA writes a computation before those that call it
+        for opcode, operands, line in instructions[caller].values():
+            called = {what: re.findall(r"%([\w.\-]+)", names) for what, names in _CALLS.findall(line)}
+            trips = 1
+            if opcode == "while":
+                trips = _trip_count(instructions, roots, caller, operands, called["condition"][0], called["body"][0])
+            for what, names in called.items():
+                for callee in names:
+                    runs[callee] = runs.get(callee, 0) + runs[caller] * (trips if what in ("body", "condition") else 1)
+    return runs
+
+
+def _trip_count(instructions, roots, caller: str, operands: list[str], condition: str, body: str) -> int:
+    """How many times a `while` goes round, from its counter as XLA writes a counted loop: the condition
+    compares one element of the loop's tuple with a constant, the body adds a constant to it, and the loop
+    starts it at a constant. 0 when the loop is not written that way."""
+    def constant(computation: str, name: str):
+        for _ in range(8):  # through copies and bitcasts
+            opcode, inner, line = instructions[computation].get(name, ("", [], ""))
+            if opcode == "constant":
+                value = re.search(r"constant\((-?\d+)\)", line)
+                return int(value.group(1)) if value else None
+            if opcode not in ("copy", "bitcast", "convert") or len(inner) != 1:
+                return None
+            name = inner[0]
+        return None
+
+    def element(computation: str, name: str):
+        opcode, inner, line = instructions[computation].get(name, ("", [], ""))
+        index = re.search(r"index=(\d+)", line)
+        return int(index.group(1)) if opcode == "get-tuple-element" and index else None
+
+    opcode, compared, line = instructions[condition].get(roots.get(condition, ""), ("", [], ""))
+    direction = re.search(r"direction=(\w+)", line)
+    if opcode != "compare" or len(compared) != 2 or not direction:
+        return 0
+    index, limit, flipped = element(condition, compared[0]), constant(condition, compared[1]), False
+    if index is None:
+        index, limit, flipped = element(condition, compared[1]), constant(condition, compared[0]), True
+    start_tuple = instructions[caller].get(operands[0] if operands else "", ("", [], ""))
+    body_root = instructions[body].get(roots.get(body, ""), ("", [], ""))
+    if index is None or limit is None or start_tuple[0] != "tuple" or body_root[0] != "tuple":
+        return 0
+    start = constant(caller, start_tuple[1][index]) if index < len(start_tuple[1]) else None
+    add = instructions[body].get(body_root[1][index] if index < len(body_root[1]) else "", ("", [], ""))
+    steps = [constant(body, n) for n in add[1] if element(body, n) != index] if add[0] == "add" else []
+    step = steps[0] if len(steps) == 1 and len(add[1]) == 2 else None
+    if start is None or not step:
+        return 0
+    way = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE"}.get(direction.group(1), direction.group(1)) \
+        if flipped else direction.group(1)
+    span = {"LT": limit - start, "LE": limit - start + (1 if step > 0 else -1),
+            "GT": limit - start, "GE": limit - start + (-1 if step < 0 else 1), "NE": limit - start}.get(way)
+    if span is None or (way == "NE" and span % step):
+        return 0
+    return max(0, -(-span // step))
 
 
 def _sources(line: str) -> tuple[Source, ...]:

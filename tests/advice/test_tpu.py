@@ -1,0 +1,112 @@
+"""The TPU's own program: how many times each collective runs (loops read from their counters), what an
+asynchronous collective delivers, and, where libtpu is installed (`make tpu-targets`), a step compiled for a
+TPU slice and read."""
+
+import pytest
+
+from course_utils.communication.hlo import collective_ops, executions
+from course_utils.hardware import DeviceSet, Link
+
+LOOP = """HloModule step
+
+%body (p: (u32[], f32[8])) -> (u32[], f32[8]) {
+  %p = (u32[], f32[8]) parameter(0)
+  %i = u32[] get-tuple-element(%p), index=0
+  %x = f32[8] get-tuple-element(%p), index=1
+  %permute = (f32[8]{0}, f32[8]{0}, u32[]{:S(2)}, u32[]{:S(2)}) collective-permute-start(%x), channel_id=1, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+  %done = f32[8]{0} collective-permute-done(%permute)
+  %step = u32[] constant(STEP)
+  %next = u32[] add(%i, %step)
+  ROOT %out = (u32[], f32[8]) tuple(%next, %done)
+}
+
+%cond (q: (u32[], f32[8])) -> pred[] {
+  %q = (u32[], f32[8]) parameter(0)
+  %j = u32[] get-tuple-element(%q), index=0
+  %limit = u32[] constant(LIMIT)
+  ROOT %less = pred[] compare(%j, %limit), direction=LT
+}
+
+ENTRY %main (a: f32[8]) -> f32[8] {
+  %a = f32[8] parameter(0)
+  %zero = u32[] constant(START)
+  %first = u32[] copy(%zero)
+  %init = (u32[], f32[8]) tuple(%first, %a)
+  %loop = (u32[], f32[8]) while(%init), condition=%cond, body=%body
+  %all = f32[32]{0} all-gather(%a), channel_id=2, replica_groups={{0,1,2,3}}, dimensions={0}
+  ROOT %r = f32[8] get-tuple-element(%loop), index=1
+}
+"""
+
+
+def _program(start, step, limit):
+    return LOOP.replace("START", str(start)).replace("STEP", str(step)).replace("LIMIT", str(limit))
+
+
+@pytest.mark.parametrize("start, step, limit, rounds", [(0, 1, 4, 4), (0, 2, 4, 2), (1, 2, 8, 4), (0, 3, 8, 3),
+                                                        (5, 1, 4, 0)])
+def test_a_loops_collectives_run_once_per_round_of_its_counter(start, step, limit, rounds):
+    text = _program(start, step, limit)
+    assert executions(text)["body"] == rounds
+    ops = {op.kind: op for op in collective_ops(text, ("x",), (4,))}
+    assert ops["collective-permute"].times == rounds
+    assert ops["all-gather"].times == 1
+
+
+def test_a_loop_whose_counter_is_not_a_constant_runs_an_unknown_number_of_times():
+    text = _program(0, 1, 4).replace("%limit = u32[] constant(4)", "%limit = u32[] get-tuple-element(%q), index=0")
+    assert executions(text)["body"] == 0
+
+
+def test_an_asynchronous_collective_delivers_its_output_not_its_operand_and_contexts():
+    (permute,) = [op for op in collective_ops(_program(0, 1, 4), ("x",), (4,)) if op.kind == "collective-permute"]
+    assert permute.shapes == ((8,),) and permute.bytes == 8 * 4
+    assert permute.computation == "body"
+
+
+def test_a_topology_must_be_a_tpu_slice_of_as_many_chips():
+    link = Link("ICI", 1e11, "test")
+    with pytest.raises(ValueError, match="has 8 chips, not 4 devices"):
+        DeviceSet("mine", "TPU", 4, 1e14, 16e9, link, per_node=4, kind="tpu", topology="v5e:2x4")
+    with pytest.raises(ValueError, match="names a TPU slice"):
+        DeviceSet("mine", "GPU", 8, 1e14, 16e9, link, per_node=8, kind="gpu", topology="v5e:2x4")
+
+
+def test_program_tpu_needs_a_tpu_set_and_says_so():
+    from course_utils.advice.advise import _topology
+    from course_utils.hardware import device_set
+
+    with pytest.raises(ValueError, match="is not one"):
+        _topology("tpu", device_set("8xH100-80GB"))
+    with pytest.raises(ValueError, match="program is 'cpu'"):
+        _topology("gpu", device_set("v5e-8"))
+    assert _topology("cpu", device_set("v5e-8")) is None
+
+
+needs_libtpu = pytest.mark.skipif(not __import__("course_utils.advice.tpu", fromlist=["available"]).available(),
+                                  reason="libtpu is not installed (make tpu-targets)")
+
+
+@needs_libtpu
+def test_the_tpu_program_of_fsdp_counts_its_windowed_loops_and_agrees_with_the_cpu_on_flops():
+    from keras import distribution
+
+    from course_utils.advice.program import read_step
+    from course_utils.advice.tpu import read_tpu_step
+    from course_utils.layouts.layout_map import make_layout_map
+    from course_utils.mesh import make_mesh
+    from course_utils.models import mlp_block
+
+    block = mlp_block(width=512, hidden=2048)
+    layout_map = make_layout_map(make_mesh((8, 1), ("batch", "model")), {".*kernel": ("batch", None)})
+    tpu = read_tpu_step(block, layout_map, (8, 1), (8 * 1024, 512), "v5p:2x2x2")
+    cpu = read_step(block, distribution.ModelParallel(layout_map=layout_map, batch_dim_name="batch"), (8 * 1024, 512))
+    assert "TPU's own program" in tpu.source and "v5p:2x2x2" in tpu.source
+    permutes = [t for t in tpu.transfers if t.kind == "collective-permute"]
+    # the gradients' reduce-scatters are windowed: permutes in loops that go round more than once
+    assert permutes and sum(t.count for t in permutes) > len(permutes)
+    # each gradient (2 MiB of bf16) leaves a device at least as the ring's reduce-scatter sends it: 7/8 of it
+    assert sum(t.sent for t in permutes) >= 2 * 7 / 8 * 512 * 2048 * 2
+    # the TPU's cost analysis counts a loop's body once; the CPU program has no loop
+    assert tpu.flops < cpu.flops
+    assert cpu.flops == pytest.approx(6 * 1024 * 2 * 512 * 2048, rel=0.01)
