@@ -316,4 +316,5 @@ def _generic_batch(model, batch: int) -> tuple:
 
 def _rank(row: AdviceRow) -> tuple:
     order = {FITS: 0, TIGHT: 0, NO: 1, CANNOT: 2}[row.verdict]
-    return order, row.time.step if row.time else 0.0
+    # a step the TPU's compiler refused ("no", nothing timed) after the timed ones that do not fit either
+    return order, row.time is None, row.time.step if row.time else 0.0
