@@ -140,7 +140,9 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
     """
     lines = hlo.splitlines()
     producers, taken_apart = {}, {}
-    where, runs = _computations(lines), executions(hlo)
+    computations = _read_computations(lines)
+    runs = _runs(*computations)
+    where = {name: c for c, found in computations[1].items() for name in found}
     for line in lines:
         match = _INSTRUCTION.match(line)
         if match:
@@ -185,20 +187,6 @@ def _started_outputs(arrays: list) -> list:
     return arrays[len(arrays) // 2:] if len(arrays) >= 2 else arrays
 
 
-def _computations(lines: list[str]) -> dict[str, str]:
-    """Each instruction's name -> the computation it is written in."""
-    where, current = {}, ""
-    for line in lines:
-        header = _COMPUTATION.match(line)
-        if header:
-            current = header.group(1)
-            continue
-        instruction = _INSTRUCTION.match(line)
-        if instruction:
-            where[instruction.group(1)] = current
-    return where
-
-
 def executions(hlo: str) -> dict[str, int]:
     """How many times each computation of a compiled program runs in one call of it: the entry once, any
     other as often as the instructions that call it run, a loop's body as often as the loop goes round
@@ -209,8 +197,14 @@ def executions(hlo: str) -> dict[str, int]:
         >>> executions(compiled.as_text())["all-reduce-scatter.1"]
         1
     """
+    return _runs(*_read_computations(hlo.splitlines()))
+
+
+def _read_computations(lines: list[str]):
+    """The program's computations in written order, each one's instructions (name -> opcode, operands, line),
+    each one's ROOT, and the entry's name: one reading for `executions` and `collective_ops`."""
     order, instructions, roots, current, entry = [], {}, {}, "", ""
-    for line in hlo.splitlines():
+    for line in lines:
         header = _COMPUTATION.match(line)
         if header:
             current = header.group(1)
@@ -224,6 +218,10 @@ def executions(hlo: str) -> dict[str, int]:
             instructions[current][name] = (instruction.group(2), re.findall(r"%([\w.\-]+)", instruction.group(3)), line)
             if line.lstrip().startswith("ROOT"):
                 roots[current] = name
+    return order, instructions, roots, entry
+
+
+def _runs(order, instructions, roots, entry) -> dict[str, int]:
     runs = dict.fromkeys(order, 0)
     runs[entry] = 1
     for caller in reversed(order):  # XLA writes a computation before those that call it
