@@ -108,6 +108,9 @@ _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*(?:\(.*?\)|\S+)\s+
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
 _ARRAY = re.compile(r"([a-z]+[0-9]*)\[([0-9,]*)\]")
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%([\w.\-]+)\s*\(.*\{\s*$")
+# A TPU program overlaps a collective with the products around it by writing it in every piece of an
+# "async collective fusion" chain (the start, each continuation, the done), with the same channel and chain.
+_CHAIN = re.compile(r"channel_id=(\d+),.*\bchain_id=\"(\d+)\"")
 _CALLS = re.compile(r"\b(calls|to_apply|body|condition|branch_computations|called_computations)="
                     r"(\{[^}]*\}|%[\w.\-]+)")
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
@@ -132,7 +135,9 @@ def summed(ops: list[CollectiveOp]) -> list[Collective]:
 
 
 def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int, ...]) -> list[CollectiveOp]:
-    """Every collective instruction in compiled HLO text, in program order, with its sources.
+    """Every collective instruction in compiled HLO text, in program order, with its sources. A TPU program
+    writes a collective it overlaps with products ("async collective fusion") once in each piece of the
+    chain that carries it: it is listed once.
 
     Example:
         >>> text = jax.jit(f).lower(x).compile().as_text()
@@ -151,11 +156,16 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
             index = re.search(r"index=(\d+)", line)
             if match.group(2) == "get-tuple-element" and index and operands:
                 taken_apart.setdefault(operands[0], {})[int(index.group(1))] = _sources(line)
-    ops = []
+    ops, chained = [], set()
     for line in lines:
         match = _OP.search(line)
         if not match:
             continue
+        chain = _CHAIN.search(line)
+        if chain:  # one collective of an asynchronous chain, written again in each of its pieces: counted once
+            if chain.groups() in chained:
+                continue
+            chained.add(chain.groups())
         result, kind = match.groups()
         arrays = [(t, tuple(int(d) for d in dims.split(",") if d)) for t, dims in _ARRAY.findall(result)]
         if f"{kind}-start(" in line and result.startswith("("):

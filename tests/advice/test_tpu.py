@@ -110,3 +110,52 @@ def test_the_tpu_program_of_fsdp_counts_its_windowed_loops_and_agrees_with_the_c
     # the TPU's cost analysis counts a loop's body once; the CPU program has no loop
     assert tpu.flops < cpu.flops
     assert cpu.flops == pytest.approx(6 * 1024 * 2 * 512 * 2048, rel=0.01)
+
+
+CHAIN = """HloModule step
+
+%start (p0: f32[4]) -> (f32[4], f32[16]) {
+  %p0 = f32[4]{0} parameter(0)
+  %all-gather.1 = f32[16]{0} all-gather(%p0), channel_id=7, replica_groups={{0,1,2,3}}, dimensions={0}, frontend_attributes={chain_id="3"}
+  ROOT %cc.1 = (f32[4]{0}, f32[16]{0}) custom-call(%all-gather.1), custom_call_target="AsyncCollectiveStart"
+}
+
+%continued (p1: f32[4], p2: f32[16], p3: f32[8]) -> (f32[8], f32[4], f32[16]) {
+  %p1 = f32[4]{0} parameter(0)
+  %p3 = f32[8]{0} parameter(2)
+  %product = f32[8]{0} multiply(%p3, %p3)
+  %all-gather.2 = f32[16]{0} all-gather(%p1), channel_id=7, replica_groups={{0,1,2,3}}, dimensions={0}, frontend_attributes={chain_id="3"}
+  %p2 = f32[16]{0} parameter(1)
+  ROOT %t = (f32[8]{0}, f32[4]{0}, f32[16]{0}) tuple(%product, %p1, %all-gather.2)
+}
+
+%done (p4: f32[4], p5: f32[16]) -> f32[16] {
+  %p4 = f32[4]{0} parameter(0)
+  %all-gather.3 = f32[16]{0} all-gather(%p4), channel_id=7, replica_groups={{0,1,2,3}}, dimensions={0}, frontend_attributes={chain_id="3"}
+  ROOT %cc.2 = f32[16]{0} custom-call(%all-gather.3), custom_call_target="AsyncCollectiveDone"
+}
+
+ENTRY %main (a: f32[4], b: f32[8]) -> (f32[16], f32[8], f32[16]) {
+  %a = f32[4]{0} parameter(0)
+  %b = f32[8]{0} parameter(1)
+  %s = (f32[4]{0}, f32[16]{0}) fusion(%a), kind=kCustom, calls=%start
+  %s0 = f32[4]{0} get-tuple-element(%s), index=0
+  %s1 = f32[16]{0} get-tuple-element(%s), index=1
+  %c = (f32[8]{0}, f32[4]{0}, f32[16]{0}) fusion(%s0, %s1, %b), kind=kCustom, calls=%continued
+  %c0 = f32[8]{0} get-tuple-element(%c), index=0
+  %c1 = f32[4]{0} get-tuple-element(%c), index=1
+  %c2 = f32[16]{0} get-tuple-element(%c), index=2
+  %d = f32[16]{0} fusion(%c1, %c2), kind=kCustom, calls=%done
+  %other = f32[16]{0} all-gather(%a), channel_id=7, replica_groups={{0,1,2,3}}, dimensions={0}
+  ROOT %r = (f32[16]{0}, f32[8]{0}, f32[16]{0}) tuple(%d, %c0, %other)
+}
+"""
+
+
+def test_a_collective_written_in_each_piece_of_its_asynchronous_chain_is_sent_once():
+    # a TPU program overlaps an all-gather with a product by writing it in the chain's start, each
+    # continuation and its done (same channel, same chain); a second all-gather on the same channel is another
+    gathers = [op for op in collective_ops(CHAIN, ("x",), (4,)) if op.kind == "all-gather"]
+    assert [(op.name, op.computation, op.times) for op in gathers] == [("all-gather.1", "start", 1),
+                                                                     ("other", "main", 1)]
+    assert executions(CHAIN)["continued"] == 1
