@@ -8,7 +8,7 @@ emitters, all-gathers fused with the product they feed, FSDP's gathers and reduc
 permute per step of a loop overlapped with the product ("windowed einsums"). Nothing is corrected, as the
 CPU program's bytes are (`program`).
 
-A loop's collectives count once per round: `communication.hlo.executions` reads how many rounds from the
+A loop's collectives count once per round: `communication.runs.executions` reads how many rounds from the
 loop's counter. The FLOPs are the CPU program's (`cost_analysis()` counts a loop's body once; the CPU
 program has no loop and the same products).
 

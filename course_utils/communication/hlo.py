@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from course_utils.communication.runs import INSTRUCTION, read_computations, runs_of
 from course_utils.communication.traffic import operand_bytes, ring_sent_bytes
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
@@ -104,15 +105,11 @@ class CollectiveOp:
 
 
 _OP = re.compile(r"=\s*(\(.*?\)|[a-z0-9]+\[[0-9,]*\](?:\{[^}]*\})?)\s+(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*(?:\(.*?\)|\S+)\s+([\w\-]+)\(([^)]*)\)")
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
 _ARRAY = re.compile(r"([a-z]+[0-9]*)\[([0-9,]*)\]")
-_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%([\w.\-]+)\s*\(.*\{\s*$")
 # A TPU program overlaps a collective with the products around it by writing it in every piece of an
 # "async collective fusion" chain (the start, each continuation, the done), with the same channel and chain.
 _CHAIN = re.compile(r"channel_id=(\d+),.*\bchain_id=\"(\d+)\"")
-_CALLS = re.compile(r"\b(calls|to_apply|body|condition|branch_computations|called_computations)="
-                    r"(\{[^}]*\}|%[\w.\-]+)")
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
           "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16}
 _PASS_THROUGH = ("bitcast", "copy", "fusion", "transpose", "reshape", "copy-start", "copy-done")
@@ -145,11 +142,11 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
     """
     lines = hlo.splitlines()
     producers, taken_apart = {}, {}
-    computations = _read_computations(lines)
-    runs = _runs(*computations)
+    computations = read_computations(lines)
+    runs = runs_of(*computations)
     where = {name: c for c, found in computations[1].items() for name in found}
     for line in lines:
-        match = _INSTRUCTION.match(line)
+        match = INSTRUCTION.match(line)
         if match:
             operands = re.findall(r"%([\w.\-]+)", match.group(3))
             producers[match.group(1)] = (match.group(2), operands, line)
@@ -171,7 +168,7 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
         if f"{kind}-start(" in line and result.startswith("("):
             arrays = _started_outputs(arrays)
         size = sum(DTYPE_BYTES.get(t, 4) * math.prod(dims) for t, dims in arrays)
-        instruction = _INSTRUCTION.match(line)
+        instruction = INSTRUCTION.match(line)
         name, operands = (instruction.group(1), re.findall(r"%([\w.\-]+)", instruction.group(3))) \
             if instruction else ("", [])
         sources = _sources(line)
@@ -195,101 +192,6 @@ def _started_outputs(arrays: list) -> list:
     while arrays and arrays[-1] == ("u32", ()):
         arrays = arrays[:-1]
     return arrays[len(arrays) // 2:] if len(arrays) >= 2 else arrays
-
-
-def executions(hlo: str) -> dict[str, int]:
-    """How many times each computation of a compiled program runs in one call of it: the entry once, any
-    other as often as the instructions that call it run, a loop's body as often as the loop goes round
-    (`_trip_count`, read from its counter). 0 for a loop whose count the program does not show, and for
-    what its body calls.
-
-    Example:
-        >>> executions(compiled.as_text())["all-reduce-scatter.1"]
-        1
-    """
-    return _runs(*_read_computations(hlo.splitlines()))
-
-
-def _read_computations(lines: list[str]):
-    """The program's computations in written order, each one's instructions (name -> opcode, operands, line),
-    each one's ROOT, and the entry's name: one reading for `executions` and `collective_ops`."""
-    order, instructions, roots, current, entry = [], {}, {}, "", ""
-    for line in lines:
-        header = _COMPUTATION.match(line)
-        if header:
-            current = header.group(1)
-            order.append(current)
-            instructions[current] = {}
-            entry = current if line.startswith("ENTRY") else entry
-            continue
-        instruction = _INSTRUCTION.match(line) if current else None
-        if instruction:
-            name = instruction.group(1)
-            instructions[current][name] = (instruction.group(2), re.findall(r"%([\w.\-]+)", instruction.group(3)), line)
-            if line.lstrip().startswith("ROOT"):
-                roots[current] = name
-    return order, instructions, roots, entry
-
-
-def _runs(order, instructions, roots, entry) -> dict[str, int]:
-    runs = dict.fromkeys(order, 0)
-    runs[entry] = 1
-    for caller in reversed(order):  # XLA writes a computation before those that call it
-        for opcode, operands, line in instructions[caller].values():
-            called = {what: re.findall(r"%([\w.\-]+)", names) for what, names in _CALLS.findall(line)}
-            trips = 1
-            if opcode == "while":
-                trips = _trip_count(instructions, roots, caller, operands, called["condition"][0], called["body"][0])
-            for what, names in called.items():
-                for callee in names:
-                    runs[callee] = runs.get(callee, 0) + runs[caller] * (trips if what in ("body", "condition") else 1)
-    return runs
-
-
-def _trip_count(instructions, roots, caller: str, operands: list[str], condition: str, body: str) -> int:
-    """How many times a `while` goes round, from its counter as XLA writes a counted loop: the condition
-    compares one element of the loop's tuple with a constant, the body adds a constant to it, and the loop
-    starts it at a constant. 0 when the loop is not written that way."""
-    def constant(computation: str, name: str):
-        for _ in range(8):  # through copies and bitcasts
-            opcode, inner, line = instructions[computation].get(name, ("", [], ""))
-            if opcode == "constant":
-                value = re.search(r"constant\((-?\d+)\)", line)
-                return int(value.group(1)) if value else None
-            if opcode not in ("copy", "bitcast", "convert") or len(inner) != 1:
-                return None
-            name = inner[0]
-        return None
-
-    def element(computation: str, name: str):
-        opcode, inner, line = instructions[computation].get(name, ("", [], ""))
-        index = re.search(r"index=(\d+)", line)
-        return int(index.group(1)) if opcode == "get-tuple-element" and index else None
-
-    opcode, compared, line = instructions[condition].get(roots.get(condition, ""), ("", [], ""))
-    direction = re.search(r"direction=(\w+)", line)
-    if opcode != "compare" or len(compared) != 2 or not direction:
-        return 0
-    index, limit, flipped = element(condition, compared[0]), constant(condition, compared[1]), False
-    if index is None:
-        index, limit, flipped = element(condition, compared[1]), constant(condition, compared[0]), True
-    start_tuple = instructions[caller].get(operands[0] if operands else "", ("", [], ""))
-    body_root = instructions[body].get(roots.get(body, ""), ("", [], ""))
-    if index is None or limit is None or start_tuple[0] != "tuple" or body_root[0] != "tuple":
-        return 0
-    start = constant(caller, start_tuple[1][index]) if index < len(start_tuple[1]) else None
-    add = instructions[body].get(body_root[1][index] if index < len(body_root[1]) else "", ("", [], ""))
-    steps = [constant(body, n) for n in add[1] if element(body, n) != index] if add[0] == "add" else []
-    step = steps[0] if len(steps) == 1 and len(add[1]) == 2 else None
-    if start is None or not step:
-        return 0
-    way = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE"}.get(direction.group(1), direction.group(1)) \
-        if flipped else direction.group(1)
-    span = {"LT": limit - start, "LE": limit - start + (1 if step > 0 else -1),
-            "GT": limit - start, "GE": limit - start + (-1 if step < 0 else 1), "NE": limit - start}.get(way)
-    if span is None or (way == "NE" and span % step):
-        return 0
-    return max(0, -(-span // step))
 
 
 def _sources(line: str) -> tuple[Source, ...]:

@@ -4,7 +4,8 @@ TPU slice and read."""
 
 import pytest
 
-from course_utils.communication.hlo import collective_ops, executions
+from course_utils.communication.hlo import collective_ops
+from course_utils.communication.runs import executions
 from course_utils.hardware import DeviceSet, Link
 
 LOOP = """HloModule step
