@@ -19,6 +19,7 @@ so no lesson sees it. A TPU VM's own libtpu is used where it is installed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -113,7 +114,8 @@ def read_tpu_step(model, layout_map, mesh_shape: tuple[int, int], batch, topolog
     rules = {key: tuple(layout.axes) for key, layout in layout_map.items()}
     on_slice = distribution.ModelParallel(layout_map=make_layout_map(mesh, rules), batch_dim_name=MESH_AXES[0])
     try:
-        compiled = compile_train_step(model, on_slice, training_batch(model, batch), options=None, donate=True)
+        with _not_cached():
+            compiled = compile_train_step(model, on_slice, training_batch(model, batch), options=None, donate=True)
     except Exception as error:  # jax.errors.JaxRuntimeError, libtpu's RESOURCE_EXHAUSTED
         if "RESOURCE_EXHAUSTED" not in str(error):
             raise
@@ -127,6 +129,21 @@ def read_tpu_step(model, layout_map, mesh_shape: tuple[int, int], batch, topolog
     version = getattr(_libtpu(), "__version__", "") or _installed_version()
     return StepProgram(memory_of(compiled), flops_of(compiled), summed_transfers(transfers),
                        source=f"the TPU's own program (libtpu {version}, slice {topology})")
+
+
+@contextlib.contextmanager
+def _not_cached():
+    """Compiles without writing to the persistent compilation cache: a program compiled for a TPU that is not
+    there cannot be loaded back (JAX would warn at every later compile of it), and a 7B step's would crowd
+    out the lessons' programs."""
+    import jax
+
+    before = jax.config.jax_persistent_cache_min_compile_time_secs
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float("inf"))
+    try:
+        yield
+    finally:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", before)
 
 
 def _tpu_transfer(op) -> Transfer:

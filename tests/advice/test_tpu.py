@@ -2,6 +2,8 @@
 asynchronous collective delivers, and, where libtpu is installed (`make tpu-targets`), a step compiled for a
 TPU slice and read."""
 
+import warnings
+
 import pytest
 
 from course_utils.communication.hlo import collective_ops
@@ -97,10 +99,17 @@ def test_the_tpu_program_of_fsdp_counts_its_windowed_loops_and_agrees_with_the_c
     from course_utils.layouts.layout_map import make_layout_map
     from course_utils.mesh import make_mesh
     from course_utils.models import mlp_block
+    from course_utils.program_cache import installed
 
     block = mlp_block(width=512, hidden=2048)
     layout_map = make_layout_map(make_mesh((8, 1), ("batch", "model")), {".*kernel": ("batch", None)})
-    tpu = read_tpu_step(block, layout_map, (8, 1), (8 * 1024, 512), "v5p:2x2x2")
+    cache = installed()
+    before = set(cache.entries()) if cache else set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nor a warning that a cached TPU program cannot be loaded here
+        tpu = read_tpu_step(block, layout_map, (8, 1), (8 * 1024, 512), "v5p:2x2x2")
+    # a program for a TPU that is not there cannot be loaded back: it is not kept in the compilation cache
+    assert not cache or set(cache.entries()) == before
     cpu = read_step(block, distribution.ModelParallel(layout_map=layout_map, batch_dim_name="batch"), (8 * 1024, 512))
     assert "TPU's own program" in tpu.source and "v5p:2x2x2" in tpu.source
     permutes = [t for t in tpu.transfers if t.kind == "collective-permute"]
