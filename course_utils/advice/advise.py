@@ -127,8 +127,8 @@ class Advice(Table):
         else:
             hint = "; program='tpu' reads the TPU's own" if d.topology else ""
             lines.append(f"From XLA's CPU program, compiled per candidate (shape-only): memory at the step's peak, "
-                         f"FLOPs, collectives; bytes counted as a {d.kind.upper()} sends them (bf16 where the policy "
-                         f"computes in bf16, reduce-scatters for gradients kept as shards): up to "
+                         f"FLOPs, collectives; bytes counted as a {d.kind.upper()} sends them (bf16 where the CPU widened "
+                         f"bf16 values to f32, reduce-scatters for gradients kept as shards): up to "
                          f"{max(corrected, default=0):.0%} fewer than the CPU program's. The memory is the CPU "
                          f"program's peak, which computes bf16 products in f32: an accelerator's program can need "
                          f"less{hint}.")

@@ -10,8 +10,9 @@ the one compiled program come XLA's `memory_analysis()` (`memory.compiled.StepMe
 
 The program is XLA's CPU program. Two of its differences from a GPU's or a TPU's are corrected here, each
 array at a time, and counted in `Transfer.corrected`:
-- XLA CPU moves bf16 values as f32. An array a weight's shape (whole or one device's shard) moves at the
-  weights' dtype; any other float array (activations, partial sums) at the compute dtype of the policy.
+- XLA CPU moves (and computes) bf16 values as f32, widening them with converts of its own: each array moves
+  in the type the program computed it in (`CollectiveOp.computed_dtypes`): bf16 where XLA widened a bf16
+  value, f32 where the model computes in f32 (a softmax, a norm) or casts to it.
 - XLA CPU sums a gradient that each device keeps only a shard of (a weight split over the axis it is summed
   over: FSDP) with an all-reduce and a slice; an accelerator's XLA writes a reduce-scatter, which sends half
   as much: (n-1)/n of the bytes, not 2(n-1)/n.
@@ -29,12 +30,10 @@ from course_utils.communication.traffic import ring_sent_bytes
 from course_utils.communication.train_step import compile_train_step, training_batch
 from course_utils.layout_axes import axes_used
 from course_utils.layouts.layout_map import layout_for
-from course_utils.placements import planned_placement
 from course_utils.memory.compiled import StepMemory, extended_memory, memory_of
 from course_utils.xla_settings import READING_COMPILE
 
 PASSES = ("forward", "backward", "other")
-_FLOATS = ("f32", "bf16", "f16")
 
 
 @dataclass(frozen=True)
@@ -49,8 +48,8 @@ class Transfer:
         group_size: Devices in each group.
         count: How many instructions.
         cpu_sent: Bytes one device sends with the ring algorithm, as the CPU program moves them.
-        sent: The same, as an accelerator would: bf16 where the policy computes in bf16, reduce-scatters
-            where the CPU wrote an all-reduce and a slice.
+        sent: The same, as an accelerator would: each array in the type the program computed it in (bf16
+            where XLA CPU widened it), reduce-scatters where the CPU wrote an all-reduce and a slice.
     """
 
     kind: str
@@ -96,24 +95,21 @@ class StepProgram:
         return 1 - self.sent() / cpu if cpu else 0.0
 
 
-def read_step(model, distribution, batch, *, policy: str | None = None) -> StepProgram:
+def read_step(model, distribution, batch) -> StepProgram:
     """Compiles one training step of `model` under `distribution` and reads it (shape-only; nothing allocated).
 
     Args:
         model: A compiled Keras model, real or shape-only (`memory.presets.abstract_model`).
         distribution: The distribution the step runs under.
         batch: `(x, y)` as `jax.ShapeDtypeStruct`s or arrays, or the input's shape.
-        policy: The dtype policy the model runs in ("float32", "bfloat16", "mixed_bfloat16"); by default
-            that of its layers with weights.
     """
     compiled = compile_train_step(model, distribution, training_batch(model, batch), options=READING_COMPILE,
                                   donate=True)
     memory = memory_of(compiled)
     mesh = distribution.device_mesh
     ops = collective_ops(compiled.as_text(), tuple(mesh.axis_names), tuple(mesh.shape))
-    weights = _weight_shapes(model, distribution)
-    policy = policy or _policy(model)
-    transfers = [_transfer(op, weights, policy) for op in ops]
+    weights = _weight_axes(model, distribution)
+    transfers = [_transfer(op, weights) for op in ops]
     return StepProgram(memory, flops_of(compiled), summed_transfers(transfers))
 
 
@@ -122,12 +118,6 @@ def flops_of(compiled) -> float:
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     return float(cost.get("flops", 0.0))
-
-
-def _policy(model) -> str:
-    """The dtype policy of the model's layers that hold weights, when they share one; else the model's own."""
-    found = {layer.dtype_policy.name for layer in model.layers if layer.trainable_weights}
-    return found.pop() if len(found) == 1 else model.dtype_policy.name
 
 
 def extended(one: StepProgram, two: StepProgram, depth: int) -> StepProgram:
@@ -150,15 +140,13 @@ def extended(one: StepProgram, two: StepProgram, depth: int) -> StepProgram:
                        source=one.source)
 
 
-def _weight_shapes(model, distribution) -> dict[tuple, tuple[str, ...]]:
-    """Each trainable weight's shape (whole and one device's shard, size-1 dimensions dropped, sorted) ->
-    the mesh axes its layout splits it over; the whole shape is marked "whole"."""
+def _weight_axes(model, distribution) -> dict[tuple[int, ...], set[str]]:
+    """Each trainable weight's shape (size-1 dimensions dropped, sorted) -> the mesh axes its layout splits it
+    over."""
     found = {}
     for variable in model.trainable_variables:
         layout = layout_for(distribution, variable)
-        shard = planned_placement(tuple(variable.shape), layout).shard_shape
-        found.setdefault(("whole", _bare(variable.shape)), set()).update(axes_used(tuple(layout.axes)))
-        found.setdefault(("shard", _bare(shard)), set())
+        found.setdefault(_bare(variable.shape), set()).update(axes_used(tuple(layout.axes)))
     return found
 
 
@@ -171,19 +159,17 @@ def pass_of(op) -> str:
     return "backward" if any(s.backward for s in op.sources) else "forward" if op.sources else "other"
 
 
-def _transfer(op, weights: dict, policy: str) -> Transfer:
+def _transfer(op, weights: dict) -> Transfer:
     pass_ = pass_of(op)
-    variable_bytes, compute_bytes = {"bfloat16": (2, 2), "mixed_bfloat16": (4, 2)}.get(policy, (4, 4))
     n = op.group_size
     cpu = sent = 0
     scattered = False
-    for dtype, shape in zip(op.dtypes or ("f32",) * len(op.shapes), op.shapes):
+    for dtype, computed, shape in zip(op.dtypes, op.computed_dtypes or op.dtypes, op.shapes):
         size = math.prod(shape)
-        whole, shard = ("whole", _bare(shape)), ("shard", _bare(shape))
-        weight_like = whole in weights or shard in weights
-        moved = size * ((variable_bytes if weight_like else compute_bytes) if dtype in _FLOATS else DTYPE_BYTES.get(dtype, 4))
-        scatter = op.kind == "all-reduce" and pass_ != "forward" and bool(weights.get(whole, set()) & set(op.axes))
+        # a gradient summed over an axis its weight is split over: each device keeps its shard
+        scatter = op.kind == "all-reduce" and pass_ != "forward" and bool(weights.get(_bare(shape), set()) & set(op.axes))
         cpu += ring_sent_bytes(op.kind, size * DTYPE_BYTES.get(dtype, 4), n)
+        moved = size * DTYPE_BYTES.get(computed, 4)
         sent += round(moved * (n - 1) / n) if scatter else ring_sent_bytes(op.kind, moved, n)
         scattered |= scatter
     kind = "reduce-scatter" if scattered else op.kind

@@ -18,6 +18,7 @@ import numpy as np
 
 from course_utils.communication.runs import INSTRUCTION, read_computations, runs_of
 from course_utils.communication.traffic import operand_bytes, ring_sent_bytes
+from course_utils.communication.widened import Widening
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
@@ -73,6 +74,8 @@ class CollectiveOp:
         operand_sources: What XLA recorded for the instruction that computes its
             (first) operand.
         dtypes: The element type of each result, as XLA writes it ("f32", "bf16", "s32").
+        computed_dtypes: The element type each array was computed in: "bf16" where XLA CPU widened a bf16
+            value to the f32 of `dtypes` (`widened`), else as `dtypes`.
         computation: The computation of the program it is written in ("main.12", or a fusion's:
             "all-reduce-scatter.1").
         times: How many times it runs in one call of the program: once per call of its computation
@@ -90,6 +93,7 @@ class CollectiveOp:
     operand_sources: tuple[Source, ...] = ()
     group_size: int = 1
     dtypes: tuple[str, ...] = ()
+    computed_dtypes: tuple[str, ...] = ()
     computation: str = ""
     times: int = 1
 
@@ -154,6 +158,7 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
             if match.group(2) == "get-tuple-element" and index and operands:
                 taken_apart.setdefault(operands[0], {})[int(index.group(1))] = _sources(line)
     ops, chained = [], set()
+    widening = Widening(producers, computations[2], where)
     for line in lines:
         match = _OP.search(line)
         if not match:
@@ -181,9 +186,11 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
             operand=_program_input(operands, producers),
             parts=tuple(pieces.get(i, ()) for i in range(max(pieces) + 1)) if pieces else (sources,),
             operand_sources=_sources(producers[operands[0]][2]) if operands and operands[0] in producers else (),
+            computed_dtypes=widening.computed_dtypes(name, line, operands, tuple(t for t, _ in arrays)),
             computation=where.get(name, ""), times=runs.get(where.get(name, ""), 1),
         ))
     return ops
+
 
 
 def _started_outputs(arrays: list) -> list:
