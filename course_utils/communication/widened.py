@@ -68,25 +68,21 @@ class Widening:
             return self._widened(operands[0], steps - 1)
         return None
 
-    def _narrowed(self, names: list[str], steps: int = _MAX_STEPS) -> str | None:
-        """The narrower type a convert of XLA's own gives the value of `names` (one array) right after it,
-        through moves and into fusions; None if none does."""
-        if steps == 0:
-            return None
-        for name in names:
+    def _narrowed(self, names: list[str]) -> str | None:
+        """The narrower type a convert of XLA's own gives the value of `names` (one array) after it, through
+        moves and into fusions, nearest first; None if none does."""
+        seen, reached = set(names), list(names)
+        for name in reached:  # grows as it goes: breadth first
             for user, index in self.users().get(name, []):
                 opcode, _, line = self.producers[user]
                 if opcode == "convert" and not _model_cast(line) and _result_type(line) in NARROW:
                     return _result_type(line)
-                if opcode == "fusion" and (called := _CALLS.search(line)):
-                    parameter = self._parameter(called.group(1), index)
-                    found = self._narrowed([parameter], steps - 1) if parameter else None
-                elif opcode in _MOVES and index == 0:
-                    found = self._narrowed([user], steps - 1)
-                else:
-                    found = None
-                if found:
-                    return found
+                called = _CALLS.search(line) if opcode == "fusion" else None
+                follow = self._parameter(called.group(1), index) if called else \
+                    user if opcode in _MOVES and index == 0 else None
+                if follow and follow not in seen and len(seen) < _MAX_STEPS:
+                    seen.add(follow)
+                    reached.append(follow)
         return None
 
     def _result(self, name: str, index: int, arrays: int) -> list[str]:
