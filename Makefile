@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8888
+LIBTPU := libtpu==0.0.42.*
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab test test-fast bench tpu-targets doctor slides course publish student student-branch answer-key handout nbgrader clean
@@ -34,6 +35,8 @@ $(BIN)/.installed: $(MADE_WITH) requirements.txt requirements-nodeps.txt pyproje
 
 $(BIN)/.test-installed: $(BIN)/.installed requirements-test.txt
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt
+	@# the TPU's compiler, so that the tests of advise(..., program="tpu") run (see tpu-targets)
+	$(BIN)/python -m pip install --quiet --upgrade --target $(VENV)/libtpu "$(LIBTPU)"
 	@# The browser test drives Debian's Chromium, which also prints the PDFs; install it when missing
 	@# (sudo only when not root), with a colour emoji font for the lessons' marks (⏳, ✅).
 	@{ test -x /usr/bin/chromium && test -f /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf; } || { \
@@ -73,7 +76,7 @@ bench: $(BIN)/.installed
 # The TPU's own compiler (libtpu, the version jax 0.10.2 pins), for advise(..., program="tpu"): about 700 MB,
 # put beside the packages rather than among them, so that JAX never looks for a TPU in a lesson.
 tpu-targets: $(BIN)/.installed
-	$(BIN)/python -m pip install --quiet --upgrade --target $(VENV)/libtpu "libtpu==0.0.42.*"
+	$(BIN)/python -m pip install --quiet --upgrade --target $(VENV)/libtpu "$(LIBTPU)"
 
 doctor: $(BIN)/.installed
 	$(BIN)/python -m course_utils doctor

@@ -61,6 +61,13 @@ def test_ci_runs_the_readme_test_command():
     assert "make test" in (ROOT / ".ci/run").read_text()
 
 
+def test_make_installs_the_libtpu_the_advisor_names():
+    from course_utils.advice.tpu import LIBTPU
+
+    pinned = re.search(r"^LIBTPU := (.+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert pinned and pinned.group(1) == LIBTPU
+
+
 def test_live_slides_extension_is_enabled_in_jupyterlab():
     import subprocess
     import sys

@@ -169,3 +169,29 @@ def test_a_collective_written_in_each_piece_of_its_asynchronous_chain_is_sent_on
     assert [(op.name, op.computation, op.times) for op in gathers] == [("all-gather.1", "start", 1),
                                                                      ("other", "main", 1)]
     assert executions(CHAIN)["continued"] == 1
+
+
+@needs_libtpu
+@pytest.mark.parametrize("layout, mesh_shape", [("official map", (2, 4)), ("official map", (8, 1)),
+                                                ("official, batch kept split", (8, 1))])
+def test_the_tpu_program_sends_about_what_the_corrected_cpu_program_says(layout, mesh_shape):
+    # Two readings of one Llama step: the TPU's own program, and XLA's CPU program with its widening and
+    # all-reduce + slice corrected. Their partitioners choose alike, not the same (the TPU gathers in other
+    # places, keeps Adam's update sharded in other ways), so the totals agree within 1.5x, not exactly; a
+    # collective counted once per piece of a TPU's async chain would make it up to 2.75x.
+    import keras_hub
+
+    from course_utils.advice.candidates import candidates
+    from course_utils.advice.program import read_step
+    from course_utils.advice.tpu import read_tpu_step
+    from course_utils.memory.compiled import language_model_step
+    from course_utils.memory.presets import abstract_model
+
+    config = dict(vocabulary_size=512, num_layers=1, num_query_heads=8, num_key_value_heads=8, hidden_dim=64,
+                  intermediate_dim=256)  # lesson 10's tiny Llama
+    backbone = abstract_model(keras_hub.models.LlamaBackbone, config, dtype="mixed_bfloat16")
+    model, tokens = language_model_step(type(backbone), backbone.get_config(), 8, 32)
+    (candidate,) = [c for c in candidates(backbone, 8, None, [mesh_shape]) if c.layout == layout]
+    cpu = read_step(model, candidate.distribution(), tokens)
+    tpu = read_tpu_step(model, candidate.layout_map, mesh_shape, tokens, "v5e:2x4")
+    assert 1 / 1.5 < tpu.sent() / cpu.sent() < 1.5
