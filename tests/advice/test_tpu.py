@@ -91,7 +91,7 @@ needs_libtpu = pytest.mark.skipif(not __import__("course_utils.advice.tpu", from
 
 
 @needs_libtpu
-def test_the_tpu_program_of_fsdp_counts_its_windowed_loops_and_agrees_with_the_cpu_on_flops():
+def test_the_tpu_program_of_fsdp_counts_its_windowed_loops_and_agrees_with_the_cpu_on_flops(monkeypatch):
     from keras import distribution
 
     from course_utils.advice.program import read_step
@@ -103,13 +103,14 @@ def test_the_tpu_program_of_fsdp_counts_its_windowed_loops_and_agrees_with_the_c
 
     block = mlp_block(width=512, hidden=2048)
     layout_map = make_layout_map(make_mesh((8, 1), ("batch", "model")), {".*kernel": ("batch", None)})
-    cache = installed()
-    before = set(cache.entries()) if cache else set()
+    cache, written = installed(), []
+    if cache:  # what this process writes to the compilation cache (the lessons' kernels write there too)
+        monkeypatch.setattr(cache, "put", lambda key, value, put=cache.put: (written.append(key), put(key, value)))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nor a warning that a cached TPU program cannot be loaded here
         tpu = read_tpu_step(block, layout_map, (8, 1), (8 * 1024, 512), "v5p:2x2x2")
     # a program for a TPU that is not there cannot be loaded back: it is not kept in the compilation cache
-    assert not cache or set(cache.entries()) == before
+    assert not [key for key in written if key.startswith("jit_train_step")]
     cpu = read_step(block, distribution.ModelParallel(layout_map=layout_map, batch_dim_name="batch"), (8 * 1024, 512))
     assert "TPU's own program" in tpu.source and "v5p:2x2x2" in tpu.source
     permutes = [t for t in tpu.transfers if t.kind == "collective-permute"]
