@@ -97,10 +97,9 @@ class DeviceSet:
                                           or not re.fullmatch(r"v\w+:\d+(x\d+)*", self.topology)):
             raise ValueError(f"DeviceSet {self.name!r}: topology names a TPU slice for libtpu, like 'v5e:2x4' "
                              f"(kind='tpu'). Received: topology={self.topology!r}, kind={self.kind!r}.")
-        if self.topology is not None and math.prod(int(d) for d in self.topology.split(":")[1].split("x")) != self.devices:
-            raise ValueError(f"DeviceSet {self.name!r}: the slice {self.topology!r} has "
-                             f"{math.prod(int(d) for d in self.topology.split(':')[1].split('x'))} chips, not "
-                             f"{self.devices} devices.")
+        if self.topology is not None and _chips(self.topology) != self.devices:
+            raise ValueError(f"DeviceSet {self.name!r}: the slice {self.topology!r} has {_chips(self.topology)} "
+                             f"chips, not {self.devices} devices.")
 
     @property
     def memory_gib(self) -> float:
@@ -139,13 +138,19 @@ def _h100(nodes: int) -> DeviceSet:
                      source=f"{BOOK}, GPUs chapter: 990 TFLOP/s dense bf16, 80 GB HBM3")
 
 
-def _tpu(name: str, chip: str, devices: int, flops: float, memory: float, one_way: float, wraparound: bool,
-         topology: str) -> DeviceSet:
+def _chips(topology: str) -> int:
+    """The chips of a TPU slice named like "v5p:2x2x2"."""
+    return math.prod(int(d) for d in topology.split(":")[1].split("x"))
+
+
+def _tpu(name: str, chip: str, topology: str, flops: float, memory: float, one_way: float,
+         wraparound: bool) -> DeviceSet:
     ring = "a ring with wraparound: both directions, 2 x" if wraparound else (
         "no wraparound (a slice smaller than a full torus): one direction, 1 x")
     link = Link("ICI", one_way * (2 if wraparound else 1),
                 f"{BOOK}, TPUs chapter: {one_way:.2g} B/s one way per ICI link; {ring} that (the book: without "
                 f"wraparound a collective typically takes twice as long)")
+    devices = _chips(topology)
     return DeviceSet(name, chip, devices, flops, memory, link, per_node=devices, kind="tpu",
                      source=f"{BOOK}, TPUs chapter: {flops:.3g} bf16 FLOP/s, {memory / GB:.0f} GB HBM per chip",
                      topology=topology)
@@ -154,14 +159,11 @@ def _tpu(name: str, chip: str, devices: int, flops: float, memory: float, one_wa
 DEVICE_SETS = {s.name: s for s in (
     _h100(1),
     _h100(2),
-    _tpu("v5e-8", "TPU v5e (2x4 slice)", 8, 1.97e14, 16 * GB, 4.5e10, wraparound=False, topology="v5e:2x4"),
+    _tpu("v5e-8", "TPU v5e (2x4 slice)", "v5e:2x4", 1.97e14, 16 * GB, 4.5e10, wraparound=False),
     # a v5p slice is named by its TensorCores, two to a chip; JAX sees one device per chip
-    _tpu("v5p-8", "TPU v5p (2x2x1 slice, 4 chips)", 4, 4.59e14, 96 * GB, 9e10, wraparound=False,
-         topology="v5p:2x2x1"),
-    _tpu("v5p-16", "TPU v5p (2x2x2 slice, 8 chips)", 8, 4.59e14, 96 * GB, 9e10, wraparound=False,
-         topology="v5p:2x2x2"),
-    _tpu("v5p-128", "TPU v5p (4x4x4 slice, 64 chips)", 64, 4.59e14, 96 * GB, 9e10, wraparound=True,
-         topology="v5p:4x4x4"),
+    _tpu("v5p-8", "TPU v5p (2x2x1 slice, 4 chips)", "v5p:2x2x1", 4.59e14, 96 * GB, 9e10, wraparound=False),
+    _tpu("v5p-16", "TPU v5p (2x2x2 slice, 8 chips)", "v5p:2x2x2", 4.59e14, 96 * GB, 9e10, wraparound=False),
+    _tpu("v5p-128", "TPU v5p (4x4x4 slice, 64 chips)", "v5p:4x4x4", 4.59e14, 96 * GB, 9e10, wraparound=True),
 )}
 
 

@@ -4,8 +4,8 @@
 candidate (`candidates`: each mesh shape of the device count x each layout that applies), shape-only,
 and reads each program (`program.read_step`): the memory a device needs at the step's peak, its FLOPs
 and its collectives. For a TPU slice, `program="tpu"` reads the TPU's own program instead (`tpu`, with
-libtpu installed), the FLOPs still from the CPU program. The named hardware (`hardware`) turns those into seconds (`estimate.step_time`),
-and the candidates are ranked: those that fit first, fastest first.
+libtpu installed), the FLOPs still from the CPU program. The named hardware (`hardware`) turns those into
+seconds (`estimate.step_time`), and the candidates are ranked: those that fit first, fastest first.
 
 Derived in lesson 10, which draws one candidate's roofline by hand first.
 """
@@ -18,7 +18,7 @@ from course_utils._table import Table
 from course_utils.advice.candidates import MESH_AXES, Candidate, candidates, mesh_shapes as every_shape
 from course_utils.advice.estimate import StepTime, step_time
 from course_utils.advice.program import StepProgram, extended, read_step
-from course_utils.advice.tpu import TpuOutOfMemory
+from course_utils.advice.tpu import TpuOutOfMemory, read_tpu_step
 from course_utils.hardware import GIB, DeviceSet, device_set
 from course_utils.memory.fit import CANNOT, FITS, HEADROOM, NO, POLICIES, TIGHT, cannot_split  # will_it_fit's words
 
@@ -301,8 +301,6 @@ class _Steps:
         for n, (model, tokens) in self.steps.items():
             program = read_step(model, candidate.distribution(), tokens)
             if topology:
-                from course_utils.advice.tpu import read_tpu_step
-
                 tpu = read_tpu_step(model, candidate.layout_map, candidate.mesh_shape, tokens, topology)
                 program = replace(tpu, flops=program.flops)
             programs[n] = program

@@ -74,8 +74,8 @@ class StepProgram:
         flops: Floating-point operations per device (`cost_analysis()["flops"]`).
         transfers: The collectives, summed by kind, axes and pass (`Transfer`).
         how: How it was found: "compiled whole", or extended from one and two blocks.
-        source: The program it was read from: XLA's CPU program (`CPU_PROGRAM`, its bytes corrected) or a
-            TPU's own (`tpu.read_tpu_step`).
+        source: The program it was read from: XLA's CPU program (`read_step`, its bytes corrected) or a TPU's
+            own (`tpu.read_tpu_step`).
     """
 
     memory: StepMemory

@@ -145,18 +145,16 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
         >>> [(c.kind, c.axes, c.sources[0].scope) for c in collective_ops(text, ("data",), (8,))]
     """
     lines = hlo.splitlines()
-    producers, taken_apart = {}, {}
     computations = read_computations(lines)
     runs = runs_of(*computations)
-    where = {name: c for c, found in computations[1].items() for name in found}
-    for line in lines:
-        match = INSTRUCTION.match(line)
-        if match:
-            operands = re.findall(r"%([\w.\-]+)", match.group(3))
-            producers[match.group(1)] = (match.group(2), operands, line)
-            index = re.search(r"index=(\d+)", line)
-            if match.group(2) == "get-tuple-element" and index and operands:
-                taken_apart.setdefault(operands[0], {})[int(index.group(1))] = _sources(line)
+    # every instruction of the program: name -> (opcode, operands, line), and the computation it is in
+    producers = {name: found for instructions in computations[1].values() for name, found in instructions.items()}
+    where = {name: c for c, instructions in computations[1].items() for name in instructions}
+    taken_apart = {}
+    for opcode, operands, line in producers.values():
+        index = re.search(r"index=(\d+)", line)
+        if opcode == "get-tuple-element" and index and operands:
+            taken_apart.setdefault(operands[0], {})[int(index.group(1))] = _sources(line)
     ops, chained = [], set()
     widening = Widening(producers, computations[2], where)
     for line in lines:
@@ -190,7 +188,6 @@ def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int,
             computation=where.get(name, ""), times=runs.get(where.get(name, ""), 1),
         ))
     return ops
-
 
 
 def _started_outputs(arrays: list) -> list:

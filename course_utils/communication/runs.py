@@ -30,8 +30,9 @@ def executions(hlo: str) -> dict[str, int]:
 
 
 def read_computations(lines: list[str]):
-    """The program's computations in written order, each one's instructions (name -> opcode, operands, line),
-    each one's ROOT, and the entry's name: one reading for `executions` and `collective_ops`."""
+    """The program's computations in written order, each one's instructions (name -> opcode, operands, line;
+    those of lines outside any computation under ""), each one's ROOT, and the entry's name: one reading for
+    `executions` and `collective_ops`."""
     order, instructions, roots, current, entry = [], {}, {}, "", ""
     for line in lines:
         header = COMPUTATION.match(line)
@@ -41,10 +42,11 @@ def read_computations(lines: list[str]):
             instructions[current] = {}
             entry = current if line.startswith("ENTRY") else entry
             continue
-        instruction = INSTRUCTION.match(line) if current else None
-        if instruction:
+        instruction = INSTRUCTION.match(line)
+        if instruction:  # an instruction outside any computation (a piece of a program) is kept under ""
             name = instruction.group(1)
-            instructions[current][name] = (instruction.group(2), re.findall(r"%([\w.\-]+)", instruction.group(3)), line)
+            operands = re.findall(r"%([\w.\-]+)", instruction.group(3))
+            instructions.setdefault(current, {})[name] = (instruction.group(2), operands, line)
             if line.lstrip().startswith("ROOT"):
                 roots[current] = name
     return order, instructions, roots, entry
