@@ -28,9 +28,9 @@ $(BIN)/.installed: $(MADE_WITH) requirements.txt requirements-nodeps.txt pyproje
 	@# keras-hub without the dependencies it declares but the course never uses (see the file)
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	@# every kernel and script of this environment gets Keras on JAX, however it is started
-	$(BIN)/python -m course_utils.course.doctor --set-keras-backend
+	$(BIN)/python -m course_utils.course doctor --set-keras-backend
 	@# a lesson's kernel stops when its tab closes, and idle kernels are culled (see the module)
-	$(BIN)/python -m course_utils.course.lab_settings
+	$(BIN)/python -m course_utils.course lab-settings
 	touch $@
 
 $(BIN)/.test-installed: $(BIN)/.installed requirements-test.txt
@@ -42,7 +42,7 @@ $(BIN)/.test-installed: $(BIN)/.installed requirements-test.txt
 	@{ test -x /usr/bin/chromium && test -f /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf; } || { \
 	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 	  $$SUDO apt-get update && $$SUDO apt-get install -y chromium fonts-noto-color-emoji; } || \
-	  { echo "Could not install Chromium; tests/course/test_browser.py will fail. Install it with: apt-get install -y chromium fonts-noto-color-emoji"; exit 1; }
+	  { echo "Could not install Chromium; tests/lessons/test_browser.py will fail. Install it with: apt-get install -y chromium fonts-noto-color-emoji"; exit 1; }
 	touch $@
 
 # reveal.js's files for offline slide decks come inside the sphinx-revealjs wheel; only those
@@ -57,7 +57,7 @@ $(BIN)/.nbgrader-installed: $(BIN)/.installed requirements-test.txt
 	touch $@
 
 lab: $(BIN)/.installed
-	@$(BIN)/python -m course_utils.course.lab_settings >/dev/null
+	@$(BIN)/python -m course_utils.course lab-settings >/dev/null
 	$(BIN)/jupyter lab --port=$(PORT) $(ROOT_FLAG) notebooks/00_start_here.ipynb
 
 test: $(BIN)/.test-installed $(BIN)/.slides-installed
@@ -70,8 +70,8 @@ test-fast: $(BIN)/.test-installed
 	$(BIN)/python -m pytest --fast -q --durations=10
 
 bench: $(BIN)/.installed
-	$(BIN)/python -m course_utils.course.bench notebooks
-	$(BIN)/python -m course_utils.course.bench_advice
+	$(BIN)/python -m course_utils.course bench lessons notebooks
+	$(BIN)/python -m course_utils.course bench advisor
 
 # The TPU's own compiler (libtpu, the version jax 0.10.2 pins), for advise(..., program="tpu"): about 700 MB,
 # put beside the packages rather than among them, so that JAX never looks for a TPU in a lesson.
@@ -79,37 +79,37 @@ tpu-targets: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet --upgrade --target $(VENV)/libtpu "$(LIBTPU)"
 
 doctor: $(BIN)/.installed
-	$(BIN)/python -m course_utils doctor
+	$(BIN)/python -m course_utils.course doctor
 
 slides: $(BIN)/.slides-installed
-	$(BIN)/python -m course_utils.course.render --slides --out _build/slides
+	$(BIN)/python -m course_utils.course render --slides --out _build/slides
 
 course: $(BIN)/.installed
-	$(BIN)/python -m course_utils.course.render --pages --out _build/course
+	$(BIN)/python -m course_utils.course render --pages --out _build/course
 
 # Both from one run of each lesson: _build/publish/NN_name.html and NN_name.slides.html side by
 # side, linked to each other, with reveal.js and its fonts beside them (copy the whole folder).
 publish: $(BIN)/.slides-installed
-	$(BIN)/python -m course_utils.course.render --out _build/publish
+	$(BIN)/python -m course_utils.course render --out _build/publish
 
 # The teacher's kit (docs/TEACHING.md): lessons without solutions, the answer key, the
 # handout, an nbgrader course directory. The answer key and the handout print PDFs with Chromium.
 student: $(BIN)/.installed
-	$(BIN)/python -m course_utils.course.builds student --out _build/student
+	$(BIN)/python -m course_utils.course build student --out _build/student
 
 # The git branch `student`: the committed lessons without solutions or teacher's notes, for Binder
 # (docs/TEACHING.md); the working tree is left as it is.
 student-branch: $(BIN)/.installed
-	$(BIN)/python -m course_utils.course.builds student-branch
+	$(BIN)/python -m course_utils.course build student-branch
 
 answer-key: $(BIN)/.installed
-	$(BIN)/python -m course_utils.course.builds answer-key --out _build/answer-key
+	$(BIN)/python -m course_utils.course build answer-key --out _build/answer-key
 
 handout: $(BIN)/.installed
-	$(BIN)/python -m course_utils.course.builds handout --out _build/handout
+	$(BIN)/python -m course_utils.course build handout --out _build/handout
 
 nbgrader: $(BIN)/.nbgrader-installed
-	$(BIN)/python -m course_utils.course.builds nbgrader --out _build/nbgrader
+	$(BIN)/python -m course_utils.course build nbgrader --out _build/nbgrader
 
 clean:
 	rm -rf $(VENV) test-artifacts _build

@@ -8,7 +8,7 @@ The lessons import one flat API, `from course_utils import ...`. Each name is
 loaded from its module on first use, so a worker script that needs only
 `setup_process` never loads matplotlib, ipywidgets or the lessons' checkers.
 
-The package has four parts:
+The package has five parts:
 - the teaching library: real Keras/JAX objects in, plain data (placements,
   layout tables, cost reports) out. At the top, what every lesson meets
   (`devices`, `mesh`, `placements`, `train`, `equivalence`, `checkpoints`);
@@ -19,7 +19,10 @@ The package has four parts:
   beside the layout's expectation);
 - `viz` and `widgets`: figures and explorers that draw that data;
 - `multiprocess`: several processes, one mesh (`python -m course_utils.launch`);
-- `course`: the machinery that checks, runs and publishes the lessons.
+- `exercises`: what a learner's exercise cells call (`check`, `progress`,
+  `expect_error`), one checker module per lesson;
+- `course`: the machinery that publishes, grades, checks and times the course
+  (`python -m course_utils.course <job>`), which no lesson imports.
 """
 
 import importlib
@@ -52,14 +55,14 @@ _EXPORTS = {
     "course_utils.viz": ("device_color", "draw_advice", "draw_batch_split", "draw_bytes", "draw_collectives_by", "draw_fit", "draw_memory", "draw_memory_by",
                          "draw_mesh", "draw_model", "draw_placement", "draw_process_mesh", "draw_roofline"),
     "course_utils.widgets": ("layout_explorer", "mesh_explorer", "model_explorer"),
-    "course_utils.course.exercises": ("check",),
-    "course_utils.course.exercises.progress": ("progress",),
-    "course_utils.course.mistakes": ("expect_error",),
+    "course_utils.exercises": ("check",),
+    "course_utils.exercises.progress": ("progress",),
+    "course_utils.exercises.mistakes": ("expect_error",),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 # the modules and folders of the package, reachable as attributes (course_utils.models, course_utils.memory)
-_SUBMODULES = ("advice", "checkpoints", "communication", "course", "devices", "equivalence", "guards", "hardware",
-               "jax_internals", "keras_internals", "layout_axes", "layouts", "memory", "mesh", "models", "multiprocess",
+_SUBMODULES = ("advice", "checkpoints", "communication", "course", "devices", "equivalence", "exercises", "guards",
+               "hardware", "jax_internals", "keras_internals", "layout_axes", "layouts", "memory", "mesh", "models", "multiprocess",
                "placements", "program_cache", "step_replay", "train", "viz", "widgets", "xla_settings")
 
 __all__ = sorted(_HOME)

@@ -3,7 +3,7 @@
 `keras_internals` does the same for Keras. The readers are `layer_outputs` (which layer traced an
 operation) and `hlo` (the collectives of a compiled program and what they move). A JAX upgrade that
 changes one of these would not raise: the course would read nothing, or the wrong thing. So
-`missing()` (run by the test suite and by `python -m course_utils doctor`) compiles a small sharded
+`missing()` (run by the test suite and by `python -m course_utils.course doctor`) compiles a small sharded
 program and checks that each part still reads as the course expects.
 
 Checked against JAX `CHECKED_WITH`.

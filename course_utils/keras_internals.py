@@ -6,7 +6,7 @@ function, the shardings of that state, every sub-layer of a model, the LayoutMap
 `ModelParallel` holds, the name scopes open now, the variables a
 `StatelessScope` will allocate. Each is reached here and nowhere else, so a
 Keras upgrade that renames one breaks one module, and `missing()` (run by the
-test suite and by `python -m course_utils doctor`) names it at once: it checks
+test suite and by `python -m course_utils.course doctor`) names it at once: it checks
 that every attribute exists and, for the global-state keys, that the
 behaviour the course relies on still holds (`BEHAVIOURS`), since a renamed
 key fails silently: sizing Gemma 7B would allocate 34 GB, and every

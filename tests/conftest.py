@@ -41,7 +41,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 
 from course_utils import setup_devices  # noqa: E402
 from course_utils.xla_settings import CACHE_ENV, instruction_sets  # noqa: E402
-from course_utils.course.runner import SERIES_WORKERS  # noqa: E402
+from course_utils.course.checking.lesson_runs import SERIES_WORKERS  # noqa: E402
 
 SETUP = setup_devices(8)
 # Kernels and subprocesses of every environment the tests start share this one's cache.
@@ -66,7 +66,7 @@ OLDER_ISAS = ISAS[1:-1]
 
 def solved_isa(path) -> str | None:
     """The instruction set a lesson's solved run compiles for: the oldest for a lesson that compares runs."""
-    from course_utils.course.transforms import compares_runs
+    from course_utils.course.lesson_parts import compares_runs
 
     return SOLVED_ISA if compares_runs(path) else None
 
@@ -206,7 +206,7 @@ class LessonRuns:
         return folder
 
     def _build_course(self):
-        from course_utils.course import render
+        from course_utils.course.publish import render
 
         out = self.folder / "course_build"
         out.mkdir()
@@ -230,7 +230,7 @@ class LessonRuns:
             return self._futures[key]
 
     def _run(self, path: Path, solved: bool, isa: str | None):
-        from course_utils.course.runner import VERDICTS_CELL, execute
+        from course_utils.course.checking.lesson_runs import VERDICTS_CELL, execute
 
         kernel = "python3" if solved else (self.binder_env(), BINDER_KERNEL)[1]
         name = f"{path.stem}-{'solved' if solved else 'learner'}{f'-{isa}' if isa else ''}"
@@ -278,7 +278,7 @@ def pytest_collection_modifyitems(session, config, items):
     learner's; one with neither gets both. A test parametrized by a lesson `path` reads that lesson's
     runs; any other reads every lesson's.
     """
-    from course_utils.course.transforms import lessons
+    from course_utils.course.lesson_parts import lessons
 
     if config.getoption("fast"):
         slow = [item for item in items if SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
@@ -351,7 +351,7 @@ _SESSION_RUNS: list = []
 @pytest.fixture(scope="session")
 def lesson_runs(tmp_path_factory):
     """The session's runs of every lesson (`LessonRuns`); Binder's environment is built on first use."""
-    from course_utils.course.transforms import lessons
+    from course_utils.course.lesson_parts import lessons
 
     runs = LessonRuns(tmp_path_factory.mktemp("lesson_runs"), lambda: _binder_env(tmp_path_factory),
                       lessons(ROOT / "notebooks"))
@@ -373,7 +373,7 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture(scope="session")
 def built_course(lesson_runs):
     """The course built once per test session from the learner's runs: every lesson's rendered page
-    and its deck side by side (tests/course/test_render.py and test_decks.py share it).
+    and its deck side by side (tests/course/publish/test_render.py and test_decks.py share it).
 
     Returns:
         (the build folder, its index page).

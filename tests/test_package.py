@@ -16,9 +16,9 @@ import pytest
 import course_utils
 
 PACKAGE = Path(course_utils.__file__).parent
-ENTRY_POINTS = ("__init__", "__main__", "launch")  # the flat API and the command lines, not library
+ENTRY_POINTS = ("__init__", "launch")  # the flat API and the command lines, not library
 CONCEPTS = ("layouts", "memory", "communication")  # the library's folders, one concept each
-NOT_LIBRARY = ("viz", "widgets", "course", "multiprocess", "examples")  # drawing, machinery, processes, scripts
+NOT_LIBRARY = ("viz", "widgets", "exercises", "course", "multiprocess", "examples")  # drawing, checkers, machinery, ...
 TOP_LEVEL = tuple(sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ENTRY_POINTS))
 LIBRARY = TOP_LEVEL + tuple(sorted(f"{c}.{p.stem}" for c in CONCEPTS for p in (PACKAGE / c).glob("*.py")
                                    if p.stem != "__init__"))
@@ -132,6 +132,30 @@ def test_the_library_imports_neither_drawing_nor_machinery_anywhere():
     assert not {m: i for m, i in wrong.items() if i}
 
 
+def test_what_a_lesson_imports_never_loads_the_machinery():
+    """The exercise checkers (`check`, `progress`, `expect_error`) are the learner's side: they use the library
+    and the drawing, never the course's machinery (publishing, grading, checking, benchmarks)."""
+    graph = import_graph()
+    learner = {m for m in graph if m.startswith("course_utils.exercises")}
+    assert learner
+    wrong = {m: sorted(i for i in graph[m] if i.startswith("course_utils.course")) for m in learner}
+    assert not {m: i for m, i in wrong.items() if i}
+
+
+def test_every_job_of_the_machinery_is_reached_one_way():
+    """One command line, `python -m course_utils.course <job>`: no module of the machinery or of the exercises has
+    a `__main__` block of its own, and every job's module has a `main(argv)`."""
+    import importlib
+
+    from course_utils.course.__main__ import JOBS
+
+    own = sorted(str(p.relative_to(PACKAGE)) for folder in ("course", "exercises") for p in (PACKAGE / folder).rglob("*.py")
+                 if 'if __name__ == "__main__"' in p.read_text(encoding="utf-8"))
+    assert own == ["course/__main__.py"], own
+    for job, (module, _) in JOBS.items():
+        assert callable(importlib.import_module(module).main), job
+
+
 def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     """Tarjan's strongly connected components of an import graph."""
     index, low, stack, on_stack, found = {}, {}, [], set(), []
@@ -173,7 +197,7 @@ def test_keras_internals_is_imported_by_library_modules_only():
                 any(a.name == "keras_internals" for a in n.names) for n in ast.walk(tree)):
             importers.append(path.relative_to(PACKAGE))
     # the doctor only runs the catalogue's probes and reports them
-    outside = [str(p) for p in importers if p.parts[0] in NOT_LIBRARY and str(p) != "course/doctor.py"]
+    outside = [str(p) for p in importers if p.parts[0] in NOT_LIBRARY and str(p) != "course/environment/doctor.py"]
     assert importers and outside == [], outside
 
 

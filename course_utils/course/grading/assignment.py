@@ -1,0 +1,204 @@
+"""One grading run of an assignment: every hand-in graded apart, the course's gradebook written after.
+
+`grade_assignment(root, "lesson03")` holds the course directory's lock (`grading.lock`: a
+second run at once is refused, with the file's name), prepares what was handed in
+(`submissions`), grades each hand-in in a temporary course directory of its own
+(`isolation`: the student's code never runs in the course directory), and only then
+writes each student's points into the course's `gradebook.db`, copies the executed notebook to
+`autograded/`, and exports `grades.csv` with a `note` column: why a hand-in got zero (not a
+notebook, an exercise cell twice, nbgrader failed, a time-out), and anything the teacher should
+look at. One broken hand-in never stops the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+from course_utils.course.grading.isolation import GradingBusy, Graded, code_cells, grade_one, grading_lock, make_template, nbgrader_command
+from course_utils.course.grading.submissions import BROKEN, REFUSED, Submission, prepare_submissions
+
+NOTES = "grading-notes.json"
+MAX_TIMEOUT = 24 * 3600
+
+
+def check_timeout(timeout) -> int | None:
+    """The per-cell time limit, validated: None (the config's) or a whole number of seconds, 1 to a day."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= MAX_TIMEOUT:
+        raise ValueError(f"Received: timeout={timeout!r}. Give the seconds each cell may run, a whole number "
+                         f"from 1 to {MAX_TIMEOUT}, e.g. --timeout 120 (nbgrader_config.py's "
+                         f"c.Execute.timeout is used without it).")
+    return timeout
+
+
+def grade_assignment(root: str | os.PathLike, assignment: str, *,
+                     timeout: int | None = None) -> tuple[list[Submission], Path, list[str]]:
+    """Prepares, grades (each hand-in apart) and exports `assignment`; see the module's notes.
+
+    Args:
+        root: The nbgrader course directory.
+        assignment: e.g. "lesson03".
+        timeout: Seconds each cell may run; None keeps `nbgrader_config.py`'s `c.Execute.timeout`.
+
+    Returns:
+        (one `Submission` per student folder, grades.csv, the assignments nobody handed anything in for).
+        A refused submission has no row in grades.csv; a broken one has a zero and its reason.
+
+    Raises:
+        GradingBusy: another grading run holds the course directory.
+    """
+    root, timeout = Path(root), check_timeout(timeout)
+    with grading_lock(root):
+        submissions = prepare_submissions(root, assignment)
+        graded = _grade_each(root, assignment, submissions, timeout)
+        record(root, assignment, graded)
+        grades, left_out = export_grades(root)
+    return submissions, grades, left_out
+
+
+def _grade_each(root: Path, assignment: str, submissions: list[Submission], timeout: int | None) -> list[Graded]:
+    per_cell = timeout or _config_timeout(root)
+    graded = [Graded(s.student, {}, (s.message,)) for s in submissions if s.status == BROKEN]
+    todo = [s for s in submissions if s.status not in (BROKEN, REFUSED)]
+    if not todo:
+        return graded
+    with tempfile.TemporaryDirectory(prefix=f"grading-{assignment}-") as scratch:
+        template = make_template(root, assignment, Path(scratch), timeout=per_cell)
+        for submission in todo:
+            notebook = _prepared(root, assignment, submission)
+            one = grade_one(template, assignment, submission.student, notebook, timeout=per_cell,
+                            cells=code_cells(notebook))
+            if one.autograded is not None:
+                kept = root / "autograded" / submission.student / assignment / notebook.name
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(one.autograded, kept)
+            graded.append(one)
+    return graded
+
+
+def _prepared(root: Path, assignment: str, submission: Submission) -> Path:
+    """The notebook `prepare_submissions` left for nbgrader (the release's name, in the student's folder)."""
+    folder = root / "submitted" / submission.student / assignment
+    release = sorted((root / "release" / assignment).glob("*.ipynb"))[0]
+    return folder / release.name
+
+
+def _config_timeout(root: Path) -> int:
+    """`c.Execute.timeout` as the course's config sets it (the last such line), else nbgrader's 600 of the course."""
+    import re
+
+    found = re.findall(r"^c\.Execute\.timeout\s*=\s*(\d+)", (root / "nbgrader_config.py").read_text(), re.M)
+    return int(found[-1]) if found else 600
+
+
+def record(root: Path, assignment: str, graded: list[Graded]) -> None:
+    """Writes each hand-in's points into the course's gradebook (0 for a test cell not scored) and its note."""
+    from nbgrader.api import Gradebook
+    from sqlalchemy.exc import SAWarning
+
+    with Gradebook(f"sqlite:///{root.resolve() / 'gradebook.db'}") as gradebook, warnings.catch_warnings():
+        warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission warns of its own autoflush
+        for one in graded:
+            gradebook.update_or_create_student(one.student)
+            submission = gradebook.update_or_create_submission(assignment, one.student)
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    grade.auto_score = one.scores.get(grade.name, 0.0)
+            gradebook.db.commit()
+    notes = read_notes(root)
+    notes[assignment] = {one.student: one.note for one in graded}
+    (root / NOTES).write_text(json.dumps(notes, indent=1, sort_keys=True))
+
+
+def read_notes(root: Path) -> dict[str, dict[str, str]]:
+    """{assignment: {student: note}} from the grading runs so far."""
+    path = Path(root) / NOTES
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def export_grades(root: str | os.PathLike, out: str | os.PathLike | None = None) -> tuple[Path, list[str]]:
+    """nbgrader's grades, as `grades.csv` with a `note` column, for the assignments something was handed in for.
+
+    Returns:
+        (the file written, the assignments left out because nobody handed anything in).
+    """
+    from nbgrader.api import Gradebook
+
+    root = Path(root)
+    out = Path(out or root / "grades.csv")
+    with Gradebook(f"sqlite:///{root.resolve() / 'gradebook.db'}") as gradebook:
+        handed_in = {a.name for a in gradebook.assignments if a.submissions}
+        left_out = sorted(a.name for a in gradebook.assignments if not a.submissions)
+    with tempfile.TemporaryDirectory() as scratch:
+        every = Path(scratch) / "grades.csv"
+        nbgrader_command(root, "export", f"--to={every}")
+        with every.open(newline="") as file:
+            rows = list(csv.DictReader(file))
+            columns = [*(list(rows[0]) if rows else ["assignment"]), "note"]
+    notes = read_notes(root)
+    with out.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows({**row, "note": notes.get(row["assignment"], {}).get(row["student_id"], "")}
+                         for row in rows if row["assignment"] in handed_in)
+    return out, left_out
+
+
+def timeout_argument(text: str) -> int:
+    """`--timeout`'s value: whole seconds from 1 to a day (an argparse type)."""
+    try:
+        return check_timeout(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"Received: --timeout {text}. Give the seconds each cell may run, "
+                                         f"a whole number from 1 to {MAX_TIMEOUT}, e.g. --timeout 120.") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m course_utils.course grade lesson03 [--out _build/nbgrader] [--timeout 120]`."""
+    import sys
+
+    from course_utils.course.checking.jupyter_kernels import stopped_like_ctrl_c
+
+    parser = argparse.ArgumentParser(prog="python -m course_utils.course grade",
+                                     description="Grade what students handed in, each hand-in apart: grades.csv.")
+    parser.add_argument("assignment", help="the assignment, e.g. lesson03")
+    parser.add_argument("--out", default="_build/nbgrader", help="the nbgrader course directory (make nbgrader)")
+    parser.add_argument("--timeout", type=timeout_argument, help="seconds each cell may run "
+                        "(default: nbgrader_config.py's c.Execute.timeout)")
+    args = parser.parse_args(argv)
+    try:
+        with stopped_like_ctrl_c():
+            return _grade(Path(args.out), args.assignment, args.timeout)
+    except KeyboardInterrupt:
+        print("Stopped (Ctrl-C or a kill): every kernel and grading process was stopped, and their temporary files removed. "
+              "What a student handed in is never changed; run the same command again.", file=sys.stderr)
+        return 130
+
+
+def _grade(root: Path, assignment: str, timeout: int | None) -> int:
+    import sys
+
+    from course_utils.course.grading.isolation import GradingBusy
+    try:
+        submissions, grades, left_out = grade_assignment(root, assignment, timeout=timeout)
+    except GradingBusy as busy:
+        print(busy, file=sys.stderr)
+        return 1
+    notes = read_notes(root).get(assignment, {})
+    for submission in submissions:
+        note = notes.get(submission.student)
+        print(submission, *([f"  note: {note}"] if note and note != submission.message else []), sep="\n")
+    refused = [s for s in submissions if s.status == "refused"]
+    broken = [s for s in submissions if s.status == "broken"]
+    nobody = f"; no submissions (left out): {', '.join(left_out)}" if left_out else ""
+    print(f"{grades}: {len(submissions) - len(refused)} graded ({len(broken)} broken, graded 0: see its note "
+          f"column), {len(refused)} refused{nobody}")
+    return 1 if refused else 0

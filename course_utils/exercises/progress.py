@@ -1,0 +1,282 @@
+"""A learner's results: a table at the end of each lesson, a small file for the teacher.
+
+The checkers' verdicts live only in the learner's kernel. `progress("03")`
+turns them into one row per exercise of lesson 03 (best status so far, number
+of attempts); `.save()` merges those rows into `progress.json` (or a `.csv`)
+that the teacher collects. `python -m course_utils.course progress
+FILE...` reads the collected files and prints how the room is doing: each exercise's counts
+(`room`), then each learner: how many are correct, the exercise they are on, and where they are
+stuck (`learners`).
+
+A save never loses what was saved before: it holds a lock beside the file
+while it reads, merges and writes (several students, or several notebooks,
+saving to one file at once), and writes a new file beside the old one before
+renaming it over (a full disk or a killed kernel leaves the old file whole).
+A file that cannot be read is kept aside under a new name, with a message,
+and saving starts afresh. Reading and writing the file: `progress_file`.
+"""
+
+from __future__ import annotations
+
+import getpass
+import html
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from course_utils.exercises import EXERCISES, results
+from course_utils.exercises.core import _MARKS, CORRECT, NOT_ATTEMPTED, NOT_YET
+from course_utils.exercises.progress_file import (FIELDS, ProgressFileError, Row, read, set_aside,
+                                                         student_name, write)
+
+_RANK = {NOT_ATTEMPTED: 0, NOT_YET: 1, CORRECT: 2}
+LOCK_TIMEOUT_S = 30.0
+STUCK_ATTEMPTS = 3  # answers checked, none correct yet: the hints have not helped, go and see
+__all__ = ["FIELDS", "LOCK_TIMEOUT_S", "STUCK_ATTEMPTS", "Learner", "Progress", "ProgressFileError",
+           "ProgressWarning", "Row", "learners", "main", "progress", "read", "room", "student_name"]
+
+
+class ProgressWarning(UserWarning):
+    """A damaged progress file was kept aside and a new one started."""
+@dataclass(frozen=True)
+class Progress:
+    """A learner's rows, one per exercise, in exercise order."""
+
+    rows: tuple[Row, ...]
+
+    @property
+    def correct(self) -> int:
+        return sum(row.status == CORRECT for row in self.rows)
+
+    def __repr__(self) -> str:
+        lines = [f"{_MARKS[r.status][0]} {r.exercise}  {r.status:<13} attempts: {r.attempts}  "
+                 f"{EXERCISES[r.exercise].prompt}" for r in self.rows]
+        return "\n".join([f"{self.correct} of {len(self.rows)} exercises correct", *lines])
+
+    def _repr_html_(self) -> str:
+        cells = "".join(
+            f'<tr style="background:{_MARKS[r.status][1]}"><td>{_MARKS[r.status][0]} {r.exercise}</td>'
+            f"<td>{r.status}</td><td>{r.attempts}</td><td>{html.escape(EXERCISES[r.exercise].prompt)}</td></tr>"
+            for r in self.rows)
+        return (f"<b>{self.correct} of {len(self.rows)} exercises correct</b>"
+                "<table><tr><th>exercise</th><th>status</th><th>attempts</th><th>task</th></tr>"
+                f"{cells}</table>")
+
+    def save(self, path: str | Path = "progress.json") -> Path:
+        """Merges these rows into a JSON or CSV file (other lessons' and students' rows are kept).
+
+        Safe with several writers at once and against a failed write: see the module's notes.
+        A file that cannot be read is renamed `NAME.damaged-TIME.json` (a warning says so) and
+        a new file is started with these rows; hand in both.
+
+        Args:
+            path: A `.json` or `.csv` file; created if missing. `~` is expanded; a symbolic
+                link is followed (the file it points to is updated, the link kept).
+
+        Returns:
+            The file written.
+        """
+        from filelock import FileLock, Timeout
+
+        path = Path(os.path.realpath(Path(path).expanduser()))
+        if path.suffix not in (".json", ".csv"):
+            raise ValueError(f"Received path={str(path)!r}. Save to a .json or a .csv file.")
+        if path.is_dir():
+            raise ValueError(f"{str(path)!r} is a folder. Give a file in it, e.g. {str(path / 'progress.json')!r}.")
+        try:
+            with FileLock(path.with_name(f".{path.name}.lock"), timeout=LOCK_TIMEOUT_S):
+                merged = _best_rows(_saved_rows(path))
+                merged.update({(r.student, r.exercise): r for r in self.rows})
+                write(path, sorted(merged.values(), key=lambda r: (r.student, r.exercise)))
+        except Timeout:
+            raise TimeoutError(f"Another save to {str(path)!r} has held its lock for {LOCK_TIMEOUT_S:g} s. "
+                               f"Run this cell again in a moment; nothing was written.") from None
+        except OSError as error:
+            if isinstance(error, TimeoutError):
+                raise
+            raise OSError(error.errno, f"Could not save to {str(path)!r} ({error.strerror or error}). "
+                                       f"Whatever the file held before is unchanged. Free some disk space or "
+                                       f"save somewhere you may write, e.g. save('progress.json') in your "
+                                       f"home folder.") from error
+        return path
+
+
+def _best_rows(rows) -> dict[tuple[str, str], Row]:
+    """One row per student and exercise, the best (a file an earlier save wrote may hold " Ana" and "Ana")."""
+    best: dict[tuple[str, str], Row] = {}
+    for row in rows:
+        key, old = (row.student, row.exercise), best.get((row.student, row.exercise))
+        if old is None or (_RANK[row.status], row.attempts) > (_RANK[old.status], old.attempts):
+            best[key] = row
+    return best
+
+
+def _saved_rows(path: Path) -> list[Row]:
+    """The rows already at `path`; a damaged file is kept aside, with a warning, and none returned."""
+    if not path.exists():
+        return []
+    try:
+        return read(path)
+    except ProgressFileError as error:
+        aside = set_aside(path)
+        warnings.warn(f"{error} It was kept as {aside.name!r}, untouched, and a new {path.name!r} was started "
+                      f"with these rows. Hand in both files.", ProgressWarning, stacklevel=4)
+        return []
+
+
+def progress(lesson: str | None = None, *, student: str | None = None, verdicts=None) -> Progress:
+    """The learner's results in this kernel: one row per exercise.
+
+    Args:
+        lesson: A lesson number such as `"03"`; `None` gives every exercise.
+        student: The name written into saved files; defaults to `$COURSE_STUDENT`, else
+            the login name (on Binder every login is "jovyan": give a name). Written in one
+            spelling (`student_name`): spaces at the ends dropped, every run of spaces, tabs or
+            line breaks one space, so "Ana", " Ana" and "Ana\\n" are one student.
+        verdicts: The verdicts to summarise; by default every one given in this kernel.
+
+    Returns:
+        A `Progress`, shown as a table in a notebook.
+
+    Example:
+        >>> progress("03").save()   # progress.json, for the teacher
+    """
+    ids = sorted(i for i in EXERCISES if lesson is None or i.split(".")[0] == lesson)
+    if not ids:
+        lessons = sorted({i.split(".")[0] for i in EXERCISES})
+        raise ValueError(f"Received lesson={lesson!r}, which has no exercises. Lessons: {lessons}.")
+    student = _student(student)
+    verdicts = results() if verdicts is None else list(verdicts)
+    rows = []
+    for exercise_id in ids:
+        given = [v for v in verdicts if v.exercise == exercise_id and v.status != NOT_ATTEMPTED]
+        best = max((v.status for v in given), key=_RANK.get, default=NOT_ATTEMPTED)
+        rows.append(Row(student, exercise_id, best, len(given)))
+    return Progress(tuple(rows))
+
+
+def _student(given: str | None) -> str:
+    """The name to save, in one spelling, from `student=`, else $COURSE_STUDENT, else the login name."""
+    if given is not None and not isinstance(given, str):
+        raise TypeError(f"Received student={given!r} ({type(given).__name__}). Give the name as text, "
+                        f'e.g. progress("03", student="Ada Lovelace").')
+    source, raw = ("student", given) if given is not None else (
+        ("COURSE_STUDENT", os.environ["COURSE_STUDENT"]) if os.environ.get("COURSE_STUDENT")
+        else ("the login name", getpass.getuser()))
+    received = f"Received {source}={raw!r}" if source != "the login name" else f"The login name is {raw!r}"
+    half = next((c for c in raw if 0xD800 <= ord(c) <= 0xDFFF), None)
+    if half is not None:
+        raise ValueError(f"{received}: it holds {half!r}, half of a character (often an emoji cut in two by a "
+                         f"copy and paste), which no file can hold. Type the name again, "
+                         f'e.g. progress("03", student="Ada Lovelace").')
+    name = student_name(raw)
+    if not name:
+        raise ValueError(f"{received}, which is empty once spaces and line breaks are dropped. Give your name, "
+                         f'e.g. progress("03", student="Ada Lovelace").')
+    return name
+
+
+def room(paths) -> dict[str, dict[str, int]]:
+    """How many learners reached each status, per exercise, over collected files.
+
+    Args:
+        paths: Files written by `Progress.save`, one or more per learner.
+
+    Returns:
+        `{exercise: {status: count}}`, with every status present.
+    """
+    best: dict[tuple[str, str], str] = {}
+    for path in paths:
+        for row in read(path):
+            key = (row.student, row.exercise)
+            best[key] = max(best.get(key, NOT_ATTEMPTED), row.status, key=_RANK.get)
+    counts = {e: {s: 0 for s in _RANK} for e in sorted({e for _, e in best})}
+    for (_, exercise_id), status in best.items():
+        counts[exercise_id][status] += 1
+    return counts
+
+
+@dataclass(frozen=True)
+class Learner:
+    """Where one learner stands, over the lessons the collected files hold."""
+
+    student: str
+    correct: int
+    exercises: int  # of the lessons any collected file holds
+    on: str | None  # the exercise they are on: the last one tried and not yet correct, else the next one
+    stuck: tuple[tuple[str, int], ...]  # (exercise, answers tried) not yet correct after STUCK_ATTEMPTS
+
+    def __str__(self) -> str:
+        stuck = ", ".join(f"{e} ({n} tries)" for e, n in self.stuck) or "-"
+        return f"{self.student:<24} {self.correct:>3} of {self.exercises:<3}  on {self.on or 'done':<6} stuck: {stuck}"
+
+
+def learners(paths) -> list[Learner]:
+    """Each learner of the collected files: correct count, the exercise they are on, where they are stuck.
+
+    The exercises counted are every registered exercise of the lessons that any file holds, in
+    series order. A learner is *on* the last exercise they tried and have not got right; when every
+    one they tried is right, on the first one after it they have not got right (None: all done).
+    *Stuck* are the exercises tried `STUCK_ATTEMPTS` times or more and not yet correct.
+
+    Args:
+        paths: Files written by `Progress.save`, one or more per learner.
+
+    Returns:
+        One `Learner` per student, the stuck ones first, then by name.
+    """
+    rows = [row for path in paths for row in read(path)]
+    best = _best_rows(rows)
+    lessons = {row.exercise[:2] for row in rows}
+    order = sorted(e for e in EXERCISES if e[:2] in lessons and EXERCISES[e].checker.__module__.startswith(
+        "course_utils.exercises.lesson")) or sorted({row.exercise for row in rows})
+    found = []
+    for student in sorted({row.student for row in rows}):
+        mine = {e: best[(student, e)] for e in order if (student, e) in best}
+        correct = [e for e in order if e in mine and mine[e].status == CORRECT]
+        open_tries = [e for e in order if e in mine and mine[e].status == NOT_YET]
+        if open_tries:
+            on = open_tries[-1]
+        else:
+            last = max((order.index(e) for e in correct), default=-1)
+            on = next((e for e in order[last + 1:] if e not in correct), None)
+            on = on or next((e for e in order if e not in correct), None)
+        stuck = tuple((e, mine[e].attempts) for e in open_tries if mine[e].attempts >= STUCK_ATTEMPTS)
+        found.append(Learner(student, len(correct), len(order), on, stuck))
+    return sorted(found, key=lambda learner: (not learner.stuck, learner.student.casefold()))
+
+
+def main(argv=None) -> int:
+    """`python -m course_utils.course progress FILE...`: the room's results per exercise.
+
+    A file that cannot be read is named with the reason and left out; the others are summed.
+    Exit status: 0, 1 when a file was left out, 2 without files.
+    """
+    paths = (sys.argv[1:] if argv is None else argv)
+    if not paths:
+        print("Usage: python -m course_utils.course progress progress1.json progress2.csv ...")
+        return 2
+    readable = []
+    for path in paths:
+        try:
+            read(path)
+            readable.append(path)
+        except (OSError, ProgressFileError) as error:
+            print(f"left out: {error}", file=sys.stderr)
+    if not readable:
+        print("No readable progress file among those given.", file=sys.stderr)
+        return 1
+    print(f"{'exercise':<9}" + "".join(f"{s:>15}" for s in reversed(_RANK)))
+    for exercise_id, counts in room(readable).items():
+        print(f"{exercise_id:<9}" + "".join(f"{counts[s]:>15}" for s in reversed(_RANK)))
+    every = learners(readable)
+    stuck = sum(1 for learner in every if learner.stuck)
+    print(f"\n{len(every)} learner{'s' if len(every) != 1 else ''}, {stuck} stuck (an exercise tried "
+          f"{STUCK_ATTEMPTS}+ times, not yet correct); the stuck first:")
+    for learner in every:
+        print(f"  {learner}")
+    if len(readable) < len(paths):
+        print(f"{len(paths) - len(readable)} of {len(paths)} files left out (see above).", file=sys.stderr)
+    return 0 if len(readable) == len(paths) else 1
