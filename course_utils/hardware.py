@@ -42,6 +42,15 @@ class Link:
     bytes_per_second: float
     source: str
 
+    def __post_init__(self):
+        _positive_number(f"Link {self.name!r}", "bytes_per_second", self.bytes_per_second)
+
+
+def _positive_number(owner: str, field_name: str, value) -> None:
+    """Refuses what no real device has: a figure that is not a finite number above 0 (0, negative, NaN, inf, text)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
+        raise ValueError(f"{owner}: {field_name} is a finite number above 0. Received: {field_name}={value!r}.")
+
 
 @dataclass(frozen=True)
 class DeviceSet:
@@ -60,6 +69,8 @@ class DeviceSet:
         source: Where the compute and memory figures come from.
         topology: For a TPU slice, its name for libtpu ("v5e:2x4"), to compile the TPU's own program
             (`advise(..., program="tpu")`); None for a GPU set.
+        memory_bytes_per_second: How fast one device reads its own memory (HBM), bytes per second: what bounds
+            decoding, which reads every weight and the whole KV cache for each token (None: not given).
     """
 
     name: str
@@ -73,6 +84,7 @@ class DeviceSet:
     kind: str = "gpu"
     source: str = ""
     topology: str | None = None
+    memory_bytes_per_second: float | None = None
 
     def __post_init__(self):
         for field_name in ("devices", "per_node"):
@@ -80,11 +92,13 @@ class DeviceSet:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"DeviceSet {self.name!r}: {field_name} is a whole number of devices, at least 1. "
                                  f"Received: {field_name}={value!r}.")
-        for field_name in ("flops_per_second", "memory_bytes"):
-            value = getattr(self, field_name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-                raise ValueError(f"DeviceSet {self.name!r}: {field_name} is a number above 0. "
-                                 f"Received: {field_name}={value!r}.")
+        for field_name in ("flops_per_second", "memory_bytes", "memory_bytes_per_second"):
+            if getattr(self, field_name) is not None or field_name != "memory_bytes_per_second":
+                _positive_number(f"DeviceSet {self.name!r}", field_name, getattr(self, field_name))
+        for field_name in ("inside", "between"):
+            if not isinstance(getattr(self, field_name), Link) and (field_name == "inside" or self.between is not None):
+                raise TypeError(f"DeviceSet {self.name!r}: {field_name} is a course_utils.hardware.Link(name, "
+                                f"bytes_per_second, source). Received: {field_name}={getattr(self, field_name)!r}.")
         if self.devices % self.per_node:
             raise ValueError(f"DeviceSet {self.name!r}: {self.devices} devices do not make whole nodes of "
                              f"{self.per_node}. Give devices a multiple of per_node.")
@@ -135,7 +149,9 @@ def _h100(nodes: int) -> DeviceSet:
     name = f"{nodes}x8xH100-80GB" if nodes > 1 else "8xH100-80GB"
     return DeviceSet(name, "NVIDIA H100 SXM", 8 * nodes, 9.9e14, 80 * GB, _NVLINK, per_node=8,
                      between=_INFINIBAND if nodes > 1 else None, kind="gpu",
-                     source=f"{BOOK}, GPUs chapter: 990 TFLOP/s dense bf16, 80 GB HBM3")
+                     source=f"{BOOK}, GPUs chapter: 990 TFLOP/s dense bf16, 80 GB HBM3; NVIDIA's H100 datasheet: "
+                            f"3.35 TB/s of HBM3 bandwidth (SXM)",
+                     memory_bytes_per_second=3.35e12)
 
 
 def _chips(topology: str) -> int:
@@ -144,7 +160,7 @@ def _chips(topology: str) -> int:
 
 
 def _tpu(name: str, chip: str, topology: str, flops: float, memory: float, one_way: float,
-         wraparound: bool) -> DeviceSet:
+         wraparound: bool, hbm: float) -> DeviceSet:
     ring = "a ring with wraparound: both directions, 2 x" if wraparound else (
         "no wraparound (a slice smaller than a full torus): one direction, 1 x")
     link = Link("ICI", one_way * (2 if wraparound else 1),
@@ -152,18 +168,23 @@ def _tpu(name: str, chip: str, topology: str, flops: float, memory: float, one_w
                 f"wraparound a collective typically takes twice as long)")
     devices = _chips(topology)
     return DeviceSet(name, chip, devices, flops, memory, link, per_node=devices, kind="tpu",
-                     source=f"{BOOK}, TPUs chapter: {flops:.3g} bf16 FLOP/s, {memory / GB:.0f} GB HBM per chip",
-                     topology=topology)
+                     source=f"{BOOK}, TPUs chapter: {flops:.3g} bf16 FLOP/s, {memory / GB:.0f} GB HBM per chip; "
+                            f"Google Cloud's TPU documentation: {hbm / GB:,.0f} GB/s of HBM bandwidth per chip",
+                     topology=topology, memory_bytes_per_second=hbm)
 
 
 DEVICE_SETS = {s.name: s for s in (
     _h100(1),
     _h100(2),
-    _tpu("v5e-8", "TPU v5e (2x4 slice)", "v5e:2x4", 1.97e14, 16 * GB, 4.5e10, wraparound=False),
+    _tpu("v5e-8", "TPU v5e (2x4 slice)", "v5e:2x4", 1.97e14, 16 * GB, 4.5e10, wraparound=False,
+         hbm=8.19e11),
     # a v5p slice is named by its TensorCores, two to a chip; JAX sees one device per chip
-    _tpu("v5p-8", "TPU v5p (2x2x1 slice, 4 chips)", "v5p:2x2x1", 4.59e14, 96 * GB, 9e10, wraparound=False),
-    _tpu("v5p-16", "TPU v5p (2x2x2 slice, 8 chips)", "v5p:2x2x2", 4.59e14, 96 * GB, 9e10, wraparound=False),
-    _tpu("v5p-128", "TPU v5p (4x4x4 slice, 64 chips)", "v5p:4x4x4", 4.59e14, 96 * GB, 9e10, wraparound=True),
+    _tpu("v5p-8", "TPU v5p (2x2x1 slice, 4 chips)", "v5p:2x2x1", 4.59e14, 96 * GB, 9e10, wraparound=False,
+         hbm=2.765e12),
+    _tpu("v5p-16", "TPU v5p (2x2x2 slice, 8 chips)", "v5p:2x2x2", 4.59e14, 96 * GB, 9e10, wraparound=False,
+         hbm=2.765e12),
+    _tpu("v5p-128", "TPU v5p (4x4x4 slice, 64 chips)", "v5p:4x4x4", 4.59e14, 96 * GB, 9e10, wraparound=True,
+         hbm=2.765e12),
 )}
 
 

@@ -1,5 +1,7 @@
 """Named device sets: the book's figures, the link each mesh axis crosses, and a device set of your own."""
 
+import re
+
 import pytest
 
 from course_utils.hardware import DEVICE_SETS, GB, DeviceSet, Link, device_set
@@ -36,8 +38,19 @@ def test_a_device_set_of_your_own_and_its_mistakes():
         DeviceSet("bad", "chip", 4, 1e15, 1e9, link, per_node=3)
     with pytest.raises(ValueError, match=r"give between="):
         DeviceSet("bad", "chip", 8, 1e15, 1e9, link, per_node=4)
-    with pytest.raises(ValueError, match=r"flops_per_second is a number above 0. Received: flops_per_second=0"):
+    with pytest.raises(ValueError, match=r"flops_per_second is a finite number above 0. Received: flops_per_second=0"):
         DeviceSet("bad", "chip", 4, 0, 1e9, link, per_node=4)
+    for wrong in (0, -1e11, float("nan"), float("inf"), "4e11", True):
+        with pytest.raises(ValueError, match=rf"Link 'x': bytes_per_second is a finite number above 0. Received: "
+                                             rf"bytes_per_second={re.escape(repr(wrong))}\."):
+            Link("x", wrong, "s")
+        with pytest.raises(ValueError, match=r"finite number above 0"):
+            DeviceSet("bad", "chip", 4, wrong, 1e9, link, per_node=4)
+        with pytest.raises(ValueError, match=r"memory_bytes_per_second is a finite number above 0"):
+            DeviceSet("bad", "chip", 4, 1e15, 1e9, link, per_node=4, memory_bytes_per_second=wrong)
+    with pytest.raises(TypeError, match=r"inside is a course_utils.hardware.Link.*Received: inside=400000000000.0"):
+        DeviceSet("bad", "chip", 4, 1e15, 1e9, 4e11, per_node=4)
+    assert mine.memory_bytes_per_second is None and device_set("8xH100-80GB").memory_bytes_per_second == 3.35e12
     with pytest.raises(ValueError, match=r"Received: mesh_shape=\(2, 4\) \(8 devices\)"):
         mine.link((2, 4), (0,))
     with pytest.raises(ValueError, match=r"devices is one of .*'8xH100-80GB'.*Received: devices='H100'"):
