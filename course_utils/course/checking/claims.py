@@ -36,7 +36,7 @@ _NUMBER = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)
 _VERDICT = re.compile(r"\b(?:NOT equivalent|equivalent|EQUIVALENT|AGREE|DIFFER|fits)\b")
 _DEVICE = re.compile(r"\b(?:cpu|gpu|tpu):\d+\b")
 _CODE_SPAN = re.compile(r"```.*?```|`[^`\n]*`", re.S)
-_EXERCISE_ID = re.compile(r"(?:0\d|10)\.\d")  # "05.1": lesson 05, exercise 1; "10.2" (the lessons are 00 to 10)
+_EXERCISE_ID = re.compile(r"(?:0\d|1[0-3])\.\d")  # "05.1": lesson 05, exercise 1; "13.2" (the lessons are 00 to 13)
 
 
 @dataclass(frozen=True)
