@@ -8,10 +8,15 @@ FILE...` reads the collected files and prints how the room is doing: each exerci
 (`room`), then each learner: how many are correct, the exercise they are on, and where they are
 stuck (`learners`).
 
-A save never loses what was saved before: it holds a lock beside the file
-while it reads, merges and writes (several students, or several notebooks,
-saving to one file at once), and writes a new file beside the old one before
-renaming it over (a full disk or a killed kernel leaves the old file whole).
+A save never loses what was saved before. It merges per exercise, keeping the
+best result ever saved (correct beats not yet beats not attempted) whatever the
+kernel's history: a kernel restarted since, that checked only some exercises or
+got one wrong, lowers nothing. Tries add up: each save adds the answers this
+kernel checked since its last save to that file. `Progress.reset(path)` is the
+one, explicit way to replace saved rows with this kernel's. It holds a lock
+beside the file while it reads, merges and writes (several students, or several
+notebooks, saving to one file at once), and writes a new file beside the old one
+before renaming it over (a full disk or a killed kernel leaves the old file whole).
 A file that cannot be read is kept aside under a new name, with a message,
 and saving starts afresh. Reading and writing the file: `progress_file`.
 """
@@ -32,6 +37,8 @@ from course_utils.exercises.progress_file import (FIELDS, ProgressFileError, Row
                                                          student_name, write)
 
 _RANK = {NOT_ATTEMPTED: 0, NOT_YET: 1, CORRECT: 2}
+# The answers this kernel has added to each file, per (file, student, exercise): the next save adds only the rest.
+_ADDED: dict[tuple[str, str, str], int] = {}
 LOCK_TIMEOUT_S = 30.0
 STUCK_ATTEMPTS = 3  # answers checked, none correct yet: the hints have not helped, go and see
 __all__ = ["FIELDS", "LOCK_TIMEOUT_S", "STUCK_ATTEMPTS", "Learner", "Progress", "ProgressFileError",
@@ -67,6 +74,8 @@ class Progress:
     def save(self, path: str | Path = "progress.json") -> Path:
         """Merges these rows into a JSON or CSV file (other lessons' and students' rows are kept).
 
+        Per exercise, the file keeps the best result ever saved, and the answers this kernel checked since its
+        last save to this file are added to the tries: a save never lowers a result (`reset` does, when asked).
         Safe with several writers at once and against a failed write: see the module's notes.
         A file that cannot be read is renamed `NAME.damaged-TIME.json` (a warning says so) and
         a new file is started with these rows; hand in both.
@@ -78,6 +87,18 @@ class Progress:
         Returns:
             The file written.
         """
+        return self._write(path, start_over=False)
+
+    def reset(self, path: str | Path = "progress.json") -> Path:
+        """Replaces what `path` holds for these exercises of this learner with these rows, on purpose: the one
+        way to lower a saved result or clear its tries (other exercises, lessons and students are kept).
+
+        Example:
+            >>> progress("03", student="Ada").reset()   # start lesson 03 over in progress.json
+        """
+        return self._write(path, start_over=True)
+
+    def _write(self, path, *, start_over: bool) -> Path:
         from filelock import FileLock, Timeout
 
         path = Path(os.path.realpath(Path(path).expanduser()))
@@ -88,7 +109,10 @@ class Progress:
         try:
             with FileLock(path.with_name(f".{path.name}.lock"), timeout=LOCK_TIMEOUT_S):
                 merged = _best_rows(_saved_rows(path))
-                merged.update({(r.student, r.exercise): r for r in self.rows})
+                added = {}
+                for row in self.rows:
+                    key = (row.student, row.exercise)
+                    merged[key], added[key] = _merged(merged.get(key), row, str(path), start_over)
                 write(path, sorted(merged.values(), key=lambda r: (r.student, r.exercise)))
         except Timeout:
             raise TimeoutError(f"Another save to {str(path)!r} has held its lock for {LOCK_TIMEOUT_S:g} s. "
@@ -100,7 +124,20 @@ class Progress:
                                        f"Whatever the file held before is unchanged. Free some disk space or "
                                        f"save somewhere you may write, e.g. save('progress.json') in your "
                                        f"home folder.") from error
+        _ADDED.update({(str(path), *key): attempts for key, attempts in added.items()})
         return path
+
+
+def _merged(saved: Row | None, mine: Row, path: str, start_over: bool) -> tuple[Row, int]:
+    """The row to write for one exercise, and the answers of this kernel it now counts.
+
+    The better of the saved status and this kernel's; the saved tries plus those this kernel checked since it
+    last saved to `path` (a restarted kernel starts counting again from its own first answer)."""
+    if start_over or saved is None:
+        return mine, mine.attempts
+    new = max(0, mine.attempts - _ADDED.get((path, mine.student, mine.exercise), 0))
+    status = max(saved.status, mine.status, key=_RANK.get)
+    return Row(mine.student, mine.exercise, status, saved.attempts + new), mine.attempts
 
 
 def _best_rows(rows) -> dict[tuple[str, str], Row]:

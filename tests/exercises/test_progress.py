@@ -33,6 +33,45 @@ def test_progress_keeps_the_best_verdict_and_counts_attempts():
     assert progress("01", student="Ada", verdicts=_verdicts()).correct == 1
 
 
+def _kernel(*answers):
+    """A fresh kernel's verdicts: `(exercise, status)` pairs, in the order they were checked."""
+    from course_utils.exercises import progress as module
+    from course_utils.exercises.core import Verdict
+
+    module._ADDED.clear()  # what a restart forgets: which answers this kernel already saved
+    return [Verdict(exercise, status, "") for exercise, status in answers]
+
+
+def _saved(path):
+    return {r.exercise: (r.status, r.attempts) for r in read(path)}
+
+
+@pytest.mark.parametrize("suffix", [".json", ".csv"])
+def test_a_save_after_a_restart_keeps_the_best_result_ever_saved_and_adds_the_tries(tmp_path, suffix):
+    path = tmp_path / f"progress{suffix}"
+    first = _kernel(("01.1", "correct"), ("01.2", "not yet"), ("01.2", "correct"), ("01.3", "correct"))
+    progress("01", student="Ana", verdicts=first).save(path)
+    assert _saved(path) == {"01.1": ("correct", 1), "01.2": ("correct", 2), "01.3": ("correct", 1)}
+    second = _kernel(("01.3", "correct"), ("01.1", "not yet"))  # restarted: checks 01.3, gets 01.1 wrong
+    progress("01", student="Ana", verdicts=second).save(path)
+    assert _saved(path) == {"01.1": ("correct", 2), "01.2": ("correct", 2), "01.3": ("correct", 2)}
+    second.append(second[0])  # the same kernel checks 01.3 once more and saves again: one try more, not three
+    progress("01", student="Ana", verdicts=second).save(path)
+    progress("01", student="Ana", verdicts=second).save(path)  # saving twice adds nothing
+    assert _saved(path) == {"01.1": ("correct", 2), "01.2": ("correct", 2), "01.3": ("correct", 3)}
+
+
+def test_reset_is_the_one_way_to_lower_a_saved_result(tmp_path):
+    path = tmp_path / "progress.json"
+    progress("01", student="Ana", verdicts=_kernel(("01.1", "correct"))).save(path)
+    progress("02", student="Ana", verdicts=_kernel(("02.3", "correct"))).save(path)
+    progress("01", student="Bob", verdicts=_kernel(("01.1", "correct"))).save(path)
+    progress("01", student="Ana", verdicts=_kernel(("01.1", "not yet"))).reset(path)
+    rows = {(r.student, r.exercise): (r.status, r.attempts) for r in read(path)}
+    assert rows[("Ana", "01.1")] == ("not yet", 1) and rows[("Ana", "02.3")] == ("correct", 1)
+    assert rows[("Bob", "01.1")] == ("correct", 1)
+
+
 def test_progress_refuses_a_lesson_without_exercises():
     with pytest.raises(ValueError, match="lesson='00'"):
         progress("00")
