@@ -16,8 +16,9 @@ array at a time, and counted in `Transfer.corrected`:
 - XLA CPU sums a gradient that each device keeps only a shard of (a weight split over the axis it is summed
   over: FSDP) with an all-reduce and a slice; an accelerator's XLA writes a reduce-scatter, which sends half
   as much: (n-1)/n of the bytes, not 2(n-1)/n.
-What stays the CPU's: which collectives the partitioner chose, and the FLOPs (`cost_analysis` undercounts
-inside loops: scan, remat, windowed einsums).
+What stays the CPU's: which collectives the partitioner chose, and the FLOPs (`cost_analysis` counts a loop's
+body once; each loop's products are counted again for every further round its counter states, and a loop whose
+count the program does not write is named in `StepProgram.undercounted`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from course_utils.communication.hlo import DTYPE_BYTES, collective_ops
+from course_utils.communication.flops import LoopFlops, loop_flops
+from course_utils.communication.hlo import collective_ops
+from course_utils.communication.instructions import Array, read_program
 from course_utils.communication.traffic import ring_sent_bytes
 from course_utils.communication.train_step import compile_train_step, training_batch
 from course_utils.layout_axes import axes_used
@@ -71,7 +74,8 @@ class StepProgram:
 
     Attributes:
         memory: XLA's buffer assignment (`StepMemory`: its `peak` is the bytes a device needs).
-        flops: Floating-point operations per device (`cost_analysis()["flops"]`).
+        flops: Floating-point operations per device: XLA's `cost_analysis()["flops"]`, each loop's products
+            counted as often as the loop goes round (`communication.flops`).
         transfers: The collectives, summed by kind, axes and pass (`Transfer`).
         how: How it was found: "compiled whole", or extended from one and two blocks.
         source: The program it was read from: XLA's CPU program (`read_step`, its bytes corrected) or a TPU's
@@ -83,6 +87,7 @@ class StepProgram:
     transfers: tuple[Transfer, ...]
     how: str = "compiled whole"
     source: str = "XLA's CPU program"
+    undercounted: tuple[str, ...] = ()  # computations whose loop's trip count the program does not write
 
     def sent(self, pass_: str | None = None) -> int:
         """Bytes one device sends, as an accelerator would, in one pass or in the whole step."""
@@ -107,17 +112,20 @@ def read_step(model, distribution, batch) -> StepProgram:
                                   donate=True)
     memory = memory_of(compiled)
     mesh = distribution.device_mesh
-    ops = collective_ops(compiled.as_text(), tuple(mesh.axis_names), tuple(mesh.shape))
+    program = read_program(compiled.as_text())
+    ops = collective_ops(program, tuple(mesh.axis_names), tuple(mesh.shape))
     weights = _weight_axes(model, distribution)
     transfers = [_transfer(op, weights) for op in ops]
-    return StepProgram(memory, flops_of(compiled), summed_transfers(transfers))
+    flops = flops_of(compiled, program)
+    return StepProgram(memory, flops.flops, summed_transfers(transfers), undercounted=flops.undercounted)
 
 
-def flops_of(compiled) -> float:
-    """Floating-point operations per device of a compiled program (`cost_analysis()["flops"]`)."""
+def flops_of(compiled, program=None) -> LoopFlops:
+    """Floating-point operations per device of a compiled program: XLA's count (`cost_analysis()["flops"]`), each
+    loop's products counted as often as it goes round (`communication.flops.loop_flops`)."""
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    return float(cost.get("flops", 0.0))
+    return loop_flops(program or compiled.as_text(), float(cost.get("flops", 0.0)))
 
 
 def extended(one: StepProgram, two: StepProgram, depth: int) -> StepProgram:
@@ -137,7 +145,7 @@ def extended(one: StepProgram, two: StepProgram, depth: int) -> StepProgram:
         transfers.append(replace(a, count=grow(a.count, b.count), cpu_sent=grow(a.cpu_sent, b.cpu_sent),
                                  sent=grow(a.sent, b.sent)))
     return StepProgram(memory, grow(one.flops, two.flops), tuple(t for t in transfers if t.count), how=memory.how,
-                       source=one.source)
+                       source=one.source, undercounted=tuple(dict.fromkeys(one.undercounted + two.undercounted)))
 
 
 def _weight_axes(model, distribution) -> dict[tuple[int, ...], set[str]]:
@@ -168,8 +176,8 @@ def _transfer(op, weights: dict) -> Transfer:
         size = math.prod(shape)
         # a gradient summed over an axis its weight is split over: each device keeps its shard
         scatter = op.kind == "all-reduce" and pass_ != "forward" and bool(weights.get(_bare(shape), set()) & set(op.axes))
-        cpu += ring_sent_bytes(op.kind, size * DTYPE_BYTES.get(dtype, 4), n)
-        moved = size * DTYPE_BYTES.get(computed, 4)
+        cpu += ring_sent_bytes(op.kind, Array(dtype, shape).bytes, n)
+        moved = Array(computed, shape).bytes
         sent += round(moved * (n - 1) / n) if scatter else ring_sent_bytes(op.kind, moved, n)
         scattered |= scatter
     kind = "reduce-scatter" if scattered else op.kind

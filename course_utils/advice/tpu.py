@@ -27,6 +27,7 @@ from pathlib import Path
 
 from course_utils.advice.program import StepProgram, Transfer, flops_of, pass_of, summed_transfers
 from course_utils.communication.hlo import collective_ops
+from course_utils.communication.instructions import read_program
 from course_utils.communication.traffic import ring_sent_bytes
 from course_utils.communication.train_step import compile_train_step, training_batch
 from course_utils.layouts.layout_map import make_layout_map
@@ -120,14 +121,16 @@ def read_tpu_step(model, layout_map, mesh_shape: tuple[int, int], batch, topolog
         if "RESOURCE_EXHAUSTED" not in str(error):
             raise
         raise TpuOutOfMemory(f"the TPU's compiler: {str(error).split(':', 1)[-1].strip()[:300]}") from None
-    ops = collective_ops(compiled.as_text(), MESH_AXES, tuple(mesh_shape))
+    program = read_program(compiled.as_text())
+    ops = collective_ops(program, MESH_AXES, tuple(mesh_shape))
     looped = sorted({op.computation for op in ops if op.times == 0})
     if looped:
         raise ValueError(f"The TPU program sends collectives inside loops ({', '.join(looped[:3])}) whose trip count "
                          f"it does not write, so their bytes cannot be read from it. Use program='cpu' for this model.")
     transfers = [_tpu_transfer(op) for op in ops]
     version = getattr(_libtpu(), "__version__", "") or _installed_version()
-    return StepProgram(memory_of(compiled), flops_of(compiled), summed_transfers(transfers),
+    flops = flops_of(compiled, program)
+    return StepProgram(memory_of(compiled), flops.flops, summed_transfers(transfers), undercounted=flops.undercounted,
                        source=f"the TPU's own program (libtpu {version}, slice {topology})")
 
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from course_utils.communication.runs import INSTRUCTION, read_computations, runs_of
+from course_utils.communication.instructions import Array, Instruction, Program, read_program
+from course_utils.communication.runs import executions
 from course_utils.communication.traffic import operand_bytes, ring_sent_bytes
 from course_utils.communication.widened import Widening
 
@@ -108,14 +109,6 @@ class CollectiveOp:
         return ring_sent_bytes(self.kind, self.bytes, self.group_size)
 
 
-_OP = re.compile(r"=\s*(\(.*?\)|[a-z0-9]+\[[0-9,]*\](?:\{[^}]*\})?)\s+(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
-_OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
-_ARRAY = re.compile(r"([a-z]+[0-9]*)\[([0-9,]*)\]")
-# A TPU program overlaps a collective with the products around it by writing it in every piece of an
-# "async collective fusion" chain (the start, each continuation, the done), with the same channel and chain.
-_CHAIN = re.compile(r"channel_id=(\d+),.*\bchain_id=\"(\d+)\"")
-DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
-          "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16}
 _PASS_THROUGH = ("bitcast", "copy", "fusion", "transpose", "reshape", "copy-start", "copy-done")
 _MOVES = {"wrapped", "copy", "bitcast", "transpose", "reshape"} | {str(i) for i in range(1000)}
 
@@ -135,86 +128,77 @@ def summed(ops: list[CollectiveOp]) -> list[Collective]:
     return [Collective(kind, axes, n, size, "compiled") for (kind, axes), (n, size) in found.items()]
 
 
-def collective_ops(hlo: str, axis_names: tuple[str, ...], mesh_shape: tuple[int, ...]) -> list[CollectiveOp]:
-    """Every collective instruction in compiled HLO text, in program order, with its sources. A TPU program
-    writes a collective it overlaps with products ("async collective fusion") once in each piece of the
-    chain that carries it: it is listed once.
+def collective_ops(hlo: str | Program, axis_names: tuple[str, ...], mesh_shape: tuple[int, ...]) -> list[CollectiveOp]:
+    """Every collective instruction of a compiled program (its text, or its records), in program order, with its
+    sources. A TPU program writes a collective it overlaps with products ("async collective fusion") once in
+    each piece of the chain that carries it: it is listed once.
 
     Example:
         >>> text = jax.jit(f).lower(x).compile().as_text()
         >>> [(c.kind, c.axes, c.sources[0].scope) for c in collective_ops(text, ("data",), (8,))]
     """
-    lines = hlo.splitlines()
-    computations = read_computations(lines)
-    runs = runs_of(*computations)
-    # every instruction of the program: name -> (opcode, operands, line), and the computation it is in
-    producers = {name: found for instructions in computations[1].values() for name, found in instructions.items()}
-    where = {name: c for c, instructions in computations[1].items() for name in instructions}
-    taken_apart = {}
-    for opcode, operands, line in producers.values():
-        index = re.search(r"index=(\d+)", line)
-        if opcode == "get-tuple-element" and index and operands:
-            taken_apart.setdefault(operands[0], {})[int(index.group(1))] = _sources(line)
+    program = read_program(hlo) if isinstance(hlo, str) else hlo
+    runs = executions(program)
+    widening = Widening(program)
     ops, chained = [], set()
-    widening = Widening(producers, computations[2], where)
-    for line in lines:
-        match = _OP.search(line)
-        if not match:
+    for instruction in program.instructions():
+        kind = instruction.opcode.removesuffix("-start")
+        if kind not in COLLECTIVES:
             continue
-        chain = _CHAIN.search(line)
-        if chain:  # one collective of an asynchronous chain, written again in each of its pieces: counted once
-            if chain.groups() in chained:
+        if instruction.chain is not None:  # one collective of an asynchronous chain, written in each of its pieces
+            if (instruction.channel, instruction.chain) in chained:
                 continue
-            chained.add(chain.groups())
-        result, kind = match.groups()
-        arrays = [(t, tuple(int(d) for d in dims.split(",") if d)) for t, dims in _ARRAY.findall(result)]
-        if f"{kind}-start(" in line and result.startswith("("):
-            arrays = _started_outputs(arrays)
-        size = sum(DTYPE_BYTES.get(t, 4) * math.prod(dims) for t, dims in arrays)
-        instruction = INSTRUCTION.match(line)
-        name, operands = (instruction.group(1), re.findall(r"%([\w.\-]+)", instruction.group(3))) \
-            if instruction else ("", [])
-        sources = _sources(line)
-        pieces = taken_apart.get(name, {}) if result.startswith("(") else {}
-        groups = _groups(line)
-        ops.append(CollectiveOp(
-            name=name, kind=kind, axes=_axes_of(groups, axis_names, mesh_shape), bytes=size,
-            group_size=_group_size(kind, groups, axis_names, mesh_shape, line),
-            shapes=tuple(dims for _, dims in arrays), dtypes=tuple(t for t, _ in arrays), sources=sources,
-            operand=_program_input(operands, producers),
-            parts=tuple(pieces.get(i, ()) for i in range(max(pieces) + 1)) if pieces else (sources,),
-            operand_sources=_sources(producers[operands[0]][2]) if operands and operands[0] in producers else (),
-            computed_dtypes=widening.computed_dtypes(name, line, operands, tuple(t for t, _ in arrays)),
-            computation=where.get(name, ""), times=runs.get(where.get(name, ""), 1),
-        ))
+            chained.add((instruction.channel, instruction.chain))
+        ops.append(_collective_op(program, instruction, kind, axis_names, mesh_shape, widening, runs))
     return ops
 
 
-def _started_outputs(arrays: list) -> list:
+def _collective_op(program: Program, instruction: Instruction, kind: str, axis_names, mesh_shape, widening,
+                   runs) -> CollectiveOp:
+    arrays = list(instruction.arrays)
+    if instruction.opcode.endswith("-start") and instruction.is_tuple:
+        arrays = _started_outputs(arrays)
+    sources = parse_op_name(instruction.op_name) if instruction.op_name else ()
+    pieces = {user.index: _sources_of(user) for user, _ in program.users.get(instruction.name, [])
+              if user.opcode == "get-tuple-element"} if instruction.is_tuple else {}
+    groups = _groups(instruction.attributes)
+    operand = program.get(instruction.operands[0]) if instruction.operands else None
+    dtypes = tuple(a.dtype for a in arrays)
+    return CollectiveOp(
+        name=instruction.name, kind=kind, axes=_axes_of(groups, axis_names, mesh_shape),
+        bytes=sum(a.bytes for a in arrays),
+        group_size=_group_size(kind, groups, axis_names, mesh_shape, instruction.attributes),
+        shapes=tuple(a.shape for a in arrays), dtypes=dtypes, sources=sources,
+        operand=_program_input(program, instruction.operands),
+        parts=tuple(pieces.get(i, ()) for i in range(max(pieces) + 1)) if pieces else (sources,),
+        operand_sources=_sources_of(operand) if operand is not None else (),
+        computed_dtypes=widening.computed_dtypes(instruction, dtypes),
+        computation=instruction.computation, times=runs.get(instruction.computation, 1))
+
+
+def _started_outputs(arrays: list[Array]) -> list[Array]:
     """The arrays an asynchronous collective delivers, from its `-start` instruction's tuple: XLA writes
     (operands, outputs, and for a permute two u32[] contexts); the outputs are the second half."""
-    while arrays and arrays[-1] == ("u32", ()):
+    while arrays and (arrays[-1].dtype, arrays[-1].shape) == ("u32", ()):
         arrays = arrays[:-1]
     return arrays[len(arrays) // 2:] if len(arrays) >= 2 else arrays
 
 
-def _sources(line: str) -> tuple[Source, ...]:
-    """The operations one instruction's line records (its `op_name`); empty when it records none."""
-    op_name = _OP_NAME.search(line)
-    return parse_op_name(op_name.group(1)) if op_name else ()
+def _sources_of(instruction: Instruction) -> tuple[Source, ...]:
+    """The operations one instruction records (its `op_name`); empty when it records none."""
+    return parse_op_name(instruction.op_name) if instruction.op_name else ()
 
 
-def _program_input(operands, producers, depth: int = 8) -> str:
+def _program_input(program: Program, operands, depth: int = 8) -> str:
     """The parameter an operand is read from through copies and layout changes ("" if computed)."""
-    if len(operands) != 1 or depth == 0 or operands[0] not in producers:
+    producer = program.get(operands[0]) if len(operands) == 1 else None
+    if producer is None or depth == 0:
         return ""
-    opcode, inner, line = producers[operands[0]]
-    if opcode == "parameter":
-        op_name = _OP_NAME.search(line)
-        return op_name.group(1).replace("\\'", "'") if op_name else ""
-    moves_only = opcode != "fusion" or set(re.split(r"[_.]", operands[0])) <= _MOVES | {"fusion"}
-    if opcode in _PASS_THROUGH and moves_only:
-        return _program_input(inner, producers, depth - 1)
+    if producer.opcode == "parameter":
+        return producer.op_name.replace("\\'", "'")
+    moves_only = producer.opcode != "fusion" or set(re.split(r"[_.]", producer.name)) <= _MOVES | {"fusion"}
+    if producer.opcode in _PASS_THROUGH and moves_only:
+        return _program_input(program, producer.operands, depth - 1)
     return ""
 
 

@@ -118,8 +118,9 @@ def test_the_tpu_program_of_fsdp_counts_its_windowed_loops_and_agrees_with_the_c
     assert permutes and sum(t.count for t in permutes) > len(permutes)
     # each gradient (2 MiB of bf16) leaves a device at least as the ring's reduce-scatter sends it: 7/8 of it
     assert sum(t.sent for t in permutes) >= 2 * 7 / 8 * 512 * 2048 * 2
-    # the TPU's cost analysis counts a loop's body once; the CPU program has no loop
-    assert tpu.flops < cpu.flops
+    # the TPU's cost analysis counts a windowed loop's body once; each further round its counter states is counted
+    # too (the TPU writes its products as convolutions), so the two programs agree on the step's FLOPs
+    assert tpu.flops == pytest.approx(cpu.flops, rel=0.01) and not tpu.undercounted
     assert cpu.flops == pytest.approx(6 * 1024 * 2 * 512 * 2048, rel=0.01)
 
 
