@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from course_utils._table import Table
-from course_utils.advice.candidates import MESH_AXES, Candidate, candidates, mesh_shapes as every_shape
+from course_utils.advice.candidates import BUILT_IN, MESH_AXES, Candidate, candidates, mesh_shapes as every_shape
 from course_utils.advice.estimate import StepTime, step_time
 from course_utils.advice.program import StepProgram, extended, read_step
 from course_utils.advice.tpu import TpuOutOfMemory, read_tpu_step
@@ -66,9 +66,10 @@ class Advice(Table):
     columns = ("rank", "layout", "mesh (batch, model)", "GiB/device", "memory", "compute ms", "comm. ms",
                "step ms", "bound by", "tokens/s/device")
 
-    def __init__(self, rows, *, devices: DeviceSet, title: str, efficiency: float, program: str = "cpu"):
+    def __init__(self, rows, *, devices: DeviceSet, title: str, efficiency: float, program: str = "cpu",
+                 empty: str = ""):
         super().__init__(rows, title=title)
-        self.devices, self.efficiency, self.program = devices, efficiency, program
+        self.devices, self.efficiency, self.program, self.empty = devices, efficiency, program, empty
 
     def cells(self, row: AdviceRow) -> list[str]:
         rank = str(self.rows.index(row) + 1)
@@ -81,6 +82,8 @@ class Advice(Table):
     @property
     def best(self) -> AdviceRow:
         """The first row: the fastest candidate that fits (or the first of the ranking when none fits)."""
+        if not self.rows:
+            raise ValueError(f"No candidate to choose from: {self.empty}")
         return self.rows[0]
 
     def on(self, devices, *, efficiency: float | None = None) -> "Advice":
@@ -98,9 +101,9 @@ class Advice(Table):
                              f"({self.devices.topology}); {devices.name} runs other programs. Run advise(..., "
                              f"devices={devices.name!r}) for it.")
         efficiency = self.efficiency if efficiency is None else efficiency
-        rows = [_timed(r, devices, efficiency) for r in self.rows]
+        rows = [_timed(r, devices, _efficiency(efficiency)) for r in self.rows]
         rows.sort(key=_rank)
-        return Advice(rows, devices=devices, efficiency=efficiency, program=self.program,
+        return Advice(rows, devices=devices, efficiency=efficiency, program=self.program, empty=self.empty,
                       title=self.title.replace(f" on {self.devices.name},", f" on {devices.name},"))
 
     def row(self, layout: str, mesh_shape) -> AdviceRow:
@@ -111,6 +114,8 @@ class Advice(Table):
                        f"{sorted({(r.layout, r.mesh_shape) for r in self.rows})}.")
 
     def notes(self) -> list[str]:
+        if not self.rows:
+            return [f"No candidate: {self.empty}"]
         d = self.devices
         peak = f"{d.flops_per_second:.3g} FLOP/s" + (f" at {self.efficiency:.0%} of it" if self.efficiency < 1 else "")
         links = f"{d.inside.name} {d.inside.bytes_per_second:.3g} B/s" + (
@@ -167,30 +172,80 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
         >>> advise("llama3_8b_en", devices="v5e-8", batch=8, seq=1024, program="tpu")
     """
     devices = device_set(devices)
-    topology = _topology(program, devices)
     if dtype not in POLICIES:
         raise ValueError(f"dtype must be one of {POLICIES}. Received: dtype={dtype!r}.")
-    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-        raise ValueError(f"batch is the global batch, a whole number above 0. Received: batch={batch!r}.")
+    _whole_number("batch", batch, "the global batch")
+    efficiency = _efficiency(efficiency)
+    layouts = _checked_layouts(layouts)
     built, language = _model(model, dtype)
-    if language and (not isinstance(seq, int) or seq < 1):
-        raise ValueError(f"A language model's step needs seq=, the tokens per sequence (e.g. seq=2048). Received: "
-                         f"seq={seq!r}.")
+    if language:
+        _whole_number("seq", seq, "the tokens per sequence (e.g. seq=2048)", tokens=batch)
     _enough_devices(devices)
     shapes = _checked_shapes(mesh_shapes, devices.devices)
+    topology = _topology(program, devices)
+    found = candidates(built, devices.devices, layouts, shapes)
     steps = _Steps(built, batch, seq, language)
-    rows = [_row(built, steps, c, devices, batch, seq, efficiency, topology)
-            for c in candidates(built, devices.devices, layouts, shapes)]
+    rows = [_row(built, steps, c, devices, batch, seq, efficiency, topology) for c in found]
     rows.sort(key=_rank)
     what = f"{batch} x {seq} tokens" if language else f"a batch of {batch}"
-    return Advice(rows, devices=devices, efficiency=efficiency, program=program, title=(
+    empty = "" if rows else (f"no layout applies to {getattr(built, 'name', 'this model')} on the mesh shapes "
+                             f"{shapes or every_shape(devices.devices)}. Try mesh_shapes=None (every shape), or give "
+                             f"your own layouts={{'name': rules}}.")
+    return Advice(rows, devices=devices, efficiency=efficiency, program=program, empty=empty, title=(
         f"{getattr(built, 'name', 'model')} on {devices.name}, {what}, {built.dtype_policy.name}: "
         f"{len(rows)} candidates ranked by estimated step time"))
 
 
+LARGEST = 2**31 - 1  # JAX sizes an array's dimension, and counts its elements here, with a 32-bit integer
+
+
+def _whole_number(name: str, value, what: str, *, tokens: int = 1) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} is {what}, a whole number above 0. Received: {name}={value!r}.")
+    if value * tokens > LARGEST:
+        raise ValueError(f"{name}={value:,} makes arrays of {value * tokens:,} elements; JAX counts an array's "
+                         f"elements with a 32-bit integer (at most {LARGEST:,}). Give a smaller {name}.")
+
+
+def _efficiency(efficiency) -> float:
+    """The share of peak FLOP/s, checked before anything compiles: a number above 0 and at most 1."""
+    if not isinstance(efficiency, (int, float)) or isinstance(efficiency, bool) or not 0 < efficiency <= 1:
+        raise ValueError(f"efficiency is the share of peak FLOP/s the products reach, a number above 0 and at most "
+                         f"1 (0.4: 40 % MFU). Received: efficiency={efficiency!r}.")
+    return float(efficiency)
+
+
+def _checked_layouts(layouts) -> dict | None:
+    """Your layouts, `{name: rules or function}`, checked before anything compiles: a dict whose names are text
+    and not the advisor's own, each value a dict of rules naming the axes ("batch", "model") or a function."""
+    if layouts is None:
+        return None
+    if not isinstance(layouts, dict):
+        raise TypeError(f"layouts is a dict {{name: rules}}, each rules a dict {{key: axes}} naming {MESH_AXES} or a "
+                        f"function mesh -> LayoutMap, e.g. layouts={{'mine': {{'.*kernel': (None, 'model')}}}}. "
+                        f"Received a {type(layouts).__name__}: {layouts!r:.60}.")
+    for name, rules in layouts.items():
+        if not isinstance(name, str) or name in BUILT_IN:
+            what = "the name of one of the advisor's own" if name in BUILT_IN else "not text"
+            raise ValueError(f"layouts names your own layouts; {name!r} is {what} ({', '.join(BUILT_IN)}), which it "
+                             f"would replace. Give it another name, e.g. 'mine'.")
+        if isinstance(rules, dict):
+            for key, axes in rules.items():
+                entries = axes if isinstance(axes, (tuple, list)) else (axes,)
+                wrong = [a for e in entries for a in (e if isinstance(e, (tuple, list)) else (e,))
+                         if a is not None and a not in MESH_AXES]
+                if wrong:
+                    raise ValueError(f"layouts[{name!r}][{key!r}] names {wrong}, not axes of the advisor's meshes "
+                                     f"{MESH_AXES}. Use those names (or None for a dimension kept whole).")
+        elif not callable(rules):
+            raise TypeError(f"layouts[{name!r}] is a dict of rules {{key: axes}} naming {MESH_AXES} or a function "
+                            f"mesh -> LayoutMap. Received a {type(rules).__name__}.")
+    return layouts
+
+
 def _topology(program: str, devices: DeviceSet) -> str | None:
     """The TPU slice to compile for (program="tpu"), None for the CPU program; checks libtpu is there first."""
-    if program not in ("cpu", "tpu"):
+    if program not in ("cpu", "tpu") or not isinstance(program, str):
         raise ValueError(f"program is 'cpu' (XLA's CPU program, corrected) or 'tpu' (the TPU's own, for a TPU "
                          f"slice). Received: program={program!r}.")
     if program == "cpu":
@@ -218,9 +273,12 @@ def _model(model, dtype: str):
     if isinstance(model, keras.Model) and hasattr(type(model), "get_layout_map"):
         return model, True
     if isinstance(model, keras.Model):
-        if getattr(model, "optimizer", None) is None:
-            raise ValueError(f"advise compiles the training step: compile {model.name!r} first "
-                             f"(model.compile(optimizer=..., loss=...)).")
+        from course_utils.guards import require_compiled
+
+        require_compiled(model, "advise")
+        if not model.inputs:
+            raise ValueError(f"advise reads the shape of what {model.name!r} takes from its inputs, and it has none: "
+                             f"a subclassed model. Build it as a functional or Sequential model (keras.Input first).")
         return model, False
     raise TypeError(f"model is a preset name, a keras-hub backbone or a compiled Keras model. Received a "
                     f"{type(model).__name__}.")
@@ -257,11 +315,15 @@ def _row(model, steps, candidate: Candidate, devices, batch, seq, efficiency, to
         program = steps.read(candidate, topology)
     except TpuOutOfMemory as error:  # libtpu refuses to compile a step that does not fit
         return AdviceRow(candidate.layout, shape, None, None, NO, str(error))
-    except ValueError as error:
-        # the weight, its dimension and the mesh axis, in words, where a weight does not divide
+    except Exception as error:
+        # the weight, its dimension and the mesh axis, in words, where a weight does not divide; anything else is
+        # what it is, the candidate named
         why = cannot_split(model, candidate.distribution())
-        return AdviceRow(candidate.layout, shape, None, None, CANNOT,
-                         str(why) if why else str(error).split("\n")[0][:300])
+        if why is None:
+            raise RuntimeError(f"advise: the candidate {candidate.layout!r} on {shape} failed while its step was "
+                               f"compiled, and no weight fails to divide on that mesh: {type(error).__name__}: "
+                               f"{str(error)[:600]}") from error
+        return AdviceRow(candidate.layout, shape, None, None, CANNOT, str(why))
     tokens = batch * (seq or 1) / (shape[0] * shape[1])
     return _timed(AdviceRow(candidate.layout, shape, program, None, "", tokens=tokens), devices, efficiency)
 

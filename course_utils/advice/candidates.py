@@ -11,8 +11,10 @@ For a keras-hub backbone (axes "batch" and "model", as its `get_layout_map` name
 - "corrected map", where `check_layout_map` finds rules that contradict each other (keras-hub #2827):
   the official map with the fix it writes;
 - "experts over model" (m > 1), for a mixture of experts whose map leaves the experts whole.
-For any other Keras model: "data parallel" and "FSDP" (each weight's first dimension that divides split
-over all devices). `layouts=` adds your own maps, each tried on every shape.
+For any other Keras model, maps derived from its graph (`layouts.derive.derive_layout_map`): on (n, 1) "data
+parallel" and "FSDP"; with a model axis, "tensor parallel" (Megatron's pairs, the rest whole) and, with a batch
+axis too, "FSDP + tensor parallel". A keras-hub backbone also gets its "derived map" wherever it has a model axis.
+`layouts=` adds your own maps, each tried on every shape.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from course_utils.layouts.derive import derive_layout_map
+
 MESH_AXES = ("batch", "model")
+# the names of the advisor's own layouts: `layouts=` may not take them
+BUILT_IN = ("data parallel", "official map", "official, batch kept split", "tensor parallel", "corrected map",
+            "experts over model", "derived map", "FSDP", "FSDP + tensor parallel")
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,8 @@ def _backbone_maps(backbone, mesh) -> dict:
         with_experts = _copy(official)
         with_experts[".*/experts/.*"] = (MESH_AXES[1], None, None)
         maps["experts over model"] = with_experts
+    if width > 1:
+        maps["derived map"] = derive_layout_map(backbone, mesh).layout_map
     return maps
 
 
@@ -98,14 +107,13 @@ def _generic_maps(model, mesh) -> dict:
     from keras import distribution
 
     batch, width = mesh.shape
-    if width != 1:
-        return {}
-    fsdp = distribution.LayoutMap(mesh)
-    for variable in model.trainable_variables:
-        dims = [i for i, d in enumerate(variable.shape) if d % batch == 0]
-        if dims:
-            fsdp[re.escape(variable.path)] = tuple(MESH_AXES[0] if i == dims[0] else None for i in range(dims[0] + 1))
-    return {"data parallel": distribution.LayoutMap(mesh), "FSDP": fsdp}
+    if width == 1:
+        return {"data parallel": distribution.LayoutMap(mesh),
+                "FSDP": derive_layout_map(model, mesh, tensor_parallel=False).layout_map}
+    maps = {"tensor parallel": derive_layout_map(model, mesh, fsdp=False).layout_map}
+    if batch > 1:
+        maps["FSDP + tensor parallel"] = derive_layout_map(model, mesh).layout_map
+    return maps
 
 
 def _user_map(name: str, rules, mesh):

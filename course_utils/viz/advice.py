@@ -23,8 +23,14 @@ def draw_advice(advice: Advice, *, title: str | None = None) -> Figure:
         title: The figure's title; defaults to the advice's.
     """
     rows = list(advice.rows)
-    fig = Figure(figsize=(MAX_WIDTH, 1.2 + 0.42 * len(rows)), layout="constrained")
+    fig = Figure(figsize=(MAX_WIDTH, 1.2 + 0.42 * max(len(rows), 2)), layout="constrained")
     ax = fig.subplots()
+    if not rows:  # nothing to rank: the reason, where the bars would be
+        ax.axis("off")
+        ax.text(0.5, 0.5, wrap(f"No candidate: {advice.empty}", chars_across(MAX_WIDTH - 0.6, FONT)),
+                ha="center", va="center", fontsize=FONT, transform=ax.transAxes)
+        fig.suptitle(wrap(title or advice.title, chars_across(MAX_WIDTH - 0.4, FONT)), fontsize=FONT)
+        return fig
     longest = max((r.time.step for r in rows if r.time), default=1.0) * 1e3
     for i, row in enumerate(rows):
         if row.time is None:

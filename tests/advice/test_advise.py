@@ -25,8 +25,8 @@ def llama_advice():
 def test_every_layout_that_applies_is_a_candidate_on_each_shape(llama_advice):
     found = {(r.layout, r.mesh_shape) for r in llama_advice}
     assert found == {("official map", (2, 4)), ("official, batch kept split", (2, 4)), ("tensor parallel", (2, 4)),
-                     ("corrected map", (2, 4)), ("data parallel", (8, 1)), ("official map", (8, 1)),
-                     ("official, batch kept split", (8, 1))}
+                     ("corrected map", (2, 4)), ("derived map", (2, 4)), ("data parallel", (8, 1)),
+                     ("official map", (8, 1)), ("official, batch kept split", (8, 1))}
     assert all(r.verdict == "fits" and r.program.flops > 0 and r.program.memory.peak > 0 for r in llama_advice)
 
 
@@ -36,6 +36,8 @@ def test_the_ranking_is_by_estimated_step_time_and_the_corrected_map_sends_less(
     official, corrected = (llama_advice.row(name, (2, 4)) for name in ("official map", "corrected map"))
     assert corrected.program.sent() < official.program.sent()
     assert corrected.time.communication_total < official.time.communication_total
+    derived = llama_advice.row("derived map", (2, 4))  # derived from the graph: no contradiction to correct
+    assert derived.program.sent() < official.program.sent()
     assert "Estimates for 8xH100-80GB" in repr(llama_advice) and "not measurements" in repr(llama_advice)
 
 
@@ -79,12 +81,19 @@ def _compiled(model):
     return model
 
 
-def test_a_plain_keras_model_gets_data_parallel_and_fsdp(mlp):
+def test_a_plain_keras_model_gets_data_parallel_fsdp_and_its_derived_tensor_parallel_maps_on_every_shape(mlp):
     model = _compiled(mlp())
-    advice = advise(model, devices="8xH100-80GB", batch=64, mesh_shapes=[(8, 1)])
-    assert {r.layout for r in advice} == {"data parallel", "FSDP"}
+    advice = advise(model, devices="8xH100-80GB", batch=64)
+    assert {(r.layout, r.mesh_shape) for r in advice} == {
+        ("data parallel", (8, 1)), ("FSDP", (8, 1)), ("tensor parallel", (4, 2)), ("FSDP + tensor parallel", (4, 2)),
+        ("tensor parallel", (2, 4)), ("FSDP + tensor parallel", (2, 4)), ("tensor parallel", (1, 8))}
     dp, fsdp = advice.row("data parallel", (8, 1)), advice.row("FSDP", (8, 1))
     assert fsdp.program.memory.arguments < dp.program.memory.arguments  # the weights and slots split 8 ways
+    tp = advice.row("tensor parallel", (1, 8))
+    assert tp.program.memory.arguments < dp.program.memory.arguments
+    assert any(t.kind == "all-reduce" and t.axes == ("model",) and t.pass_ == "forward" for t in tp.program.transfers)
+    only = advise(model, devices="8xH100-80GB", batch=64, mesh_shapes=[(2, 4)])
+    assert {r.layout for r in only} == {"tensor parallel", "FSDP + tensor parallel"} and only.best.program
 
 
 def test_the_advisors_mistakes_say_what_to_give(mlp):
@@ -92,15 +101,65 @@ def test_the_advisors_mistakes_say_what_to_give(mlp):
         advise(_compiled(mlp()), devices="2x8xH100-80GB", batch=64)
     with pytest.raises(ValueError, match=r"batch is the global batch, a whole number above 0. Received: batch=0"):
         advise(_compiled(mlp()), devices="8xH100-80GB", batch=0)
-    with pytest.raises(ValueError, match=r"needs seq=, the tokens per sequence"):
+    with pytest.raises(ValueError, match=r"seq is the tokens per sequence \(e.g. seq=2048\), a whole number above 0. "
+                                         r"Received: seq=None"):
         advise("gemma_2b_en", devices="8xH100-80GB", batch=8)
     with pytest.raises(ValueError, match=r"mesh_shapes are \(batch, model\) shapes of 8 devices"):
         advise(_compiled(mlp()), devices="8xH100-80GB", batch=64, mesh_shapes=[(3, 3)])
     uncompiled = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
-    with pytest.raises(ValueError, match=r"compile .* first"):
+    with pytest.raises(ValueError, match=r"advise needs a compiled model; .* has no optimizer. Call model.compile"):
         advise(uncompiled, devices="8xH100-80GB", batch=64)
     row = advise(_compiled(mlp()), devices="8xH100-80GB", batch=12, mesh_shapes=[(8, 1)]).rows[0]
     assert row.verdict == "cannot split" and "batch of 12 does not split over 8" in row.problem
+
+
+@pytest.mark.parametrize("given, words", [
+    (dict(efficiency="0.4"), r"efficiency is the share of peak FLOP/s .* Received: efficiency='0.4'"),
+    (dict(efficiency=0), r"Received: efficiency=0\."),
+    (dict(efficiency=5), r"Received: efficiency=5\."),
+    (dict(batch=10**12), r"batch=1,000,000,000,000 makes arrays of 1,000,000,000,000 elements; JAX counts"),
+    (dict(layouts="garbage"), r"layouts is a dict \{name: rules\}.*Received a str"),
+    (dict(layouts=[("a", {})]), r"layouts is a dict .*Received a list"),
+    (dict(layouts={"data parallel": {}}), r"'data parallel' is the name of one of the advisor's own .* another name"),
+    (dict(layouts={"mine": {".*kernel": ("data", None)}}), r"layouts\['mine'\]\['.\*kernel'\] names \['data'\], "
+                                                           r"not axes of the advisor's meshes"),
+    (dict(layouts={"mine": 3}), r"layouts\['mine'\] is a dict of rules .* Received a int"),
+    (dict(program="gpu"), r"program is 'cpu' .*Received: program='gpu'"),
+])
+def test_every_argument_is_checked_before_anything_compiles(mlp, given, words, monkeypatch):
+    import course_utils.advice.advise as module
+
+    monkeypatch.setattr(module, "_Steps", lambda *a, **k: pytest.fail("compiled before checking its arguments"))
+    with pytest.raises((ValueError, TypeError), match=words):
+        advise(_compiled(mlp()), devices="8xH100-80GB", **{"batch": 64, **given})
+
+
+def test_a_model_that_is_not_built_or_raises_on_its_own_is_named_as_such(mlp):
+    with pytest.raises(ValueError, match=r"needs a built model; .* has no variables yet. Build it first"):
+        advise(keras.Sequential([keras.layers.Dense(2)]), devices="8xH100-80GB", batch=64)
+
+    class Fails(keras.layers.Layer):
+        def call(self, x, training=None):
+            if training:
+                raise ValueError("my layer's own mistake")
+            return x
+
+    x = keras.Input((4,))
+    broken = keras.Model(x, Fails()(keras.layers.Dense(4)(x)))
+    broken.compile(optimizer="adam", loss="mse")
+    with pytest.raises((RuntimeError, ValueError), match=r"my layer's own mistake"):
+        advise(broken, devices="8xH100-80GB", batch=64, mesh_shapes=[(8, 1)])
+
+
+def test_no_candidate_says_why_instead_of_an_empty_table():
+    from course_utils.advice.advise import Advice
+    from course_utils.hardware import device_set
+
+    empty = Advice([], devices=device_set("8xH100-80GB"), title="t", efficiency=1.0,
+                   empty="no layout applies to m on the mesh shapes [(2, 4)]")
+    assert "No candidate: no layout applies" in str(empty)
+    with pytest.raises(ValueError, match=r"No candidate to choose from: no layout applies"):
+        empty.best
 
 
 def test_the_same_programs_timed_on_other_hardware(llama_advice):

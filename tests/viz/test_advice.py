@@ -42,3 +42,11 @@ def test_the_roofline_marks_where_compute_and_communication_cross(overlapping_te
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "they cross at 2,000 tokens per device" in legend and "communication-bound" in legend
     assert overlapping_texts(fig) == []
+
+
+def test_no_candidate_draws_the_reason_not_a_blank_figure():
+    empty = Advice([], devices=device_set("8xH100-80GB"), title="nothing to rank", efficiency=1.0,
+                   empty="no layout applies to m on the mesh shapes [(2, 4)]")
+    fig = draw_advice(empty)
+    texts = [t.get_text().replace("\n", " ") for t in fig.axes[0].texts]
+    assert texts == ["No candidate: no layout applies to m on the mesh shapes [(2, 4)]"]
