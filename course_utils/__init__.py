@@ -38,6 +38,7 @@ _EXPORTS = {
     "course_utils.placements": ("Block", "Placement", "placement", "planned_placement", "shard_of"),
     "course_utils.layouts.layout_map": ("LayoutReport", "explain_layout", "make_layout_map"),
     "course_utils.layouts.checks": ("check_layout_map",),
+    "course_utils.layouts.derive": ("DerivedLayout", "derive_layout_map"),
     "course_utils.layouts.problems": ("LayoutMapError", "Problem"),
     "course_utils.memory.state": ("MemoryReport", "memory_report", "planned_memory"),
     "course_utils.memory.presets": ("PRESETS", "abstract_model", "training_memory", "without_axis"),
