@@ -15,10 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from course_utils._table import Table
-from course_utils.advice.candidates import BUILT_IN, MESH_AXES, Candidate, candidates, mesh_shapes as every_shape
+from course_utils.advice.candidates import MESH_AXES, Candidate, candidates, mesh_shapes as every_shape
+from course_utils.advice.arguments import (checked_layouts, checked_shapes, efficiency_of, enough_devices, levers_of,
+                                           model_of, topology_of, whole_number)
 from course_utils.advice.estimate import StepTime, step_time
-from course_utils.advice.program import StepProgram, extended, read_step
-from course_utils.advice.tpu import TpuOutOfMemory, read_tpu_step
+from course_utils.advice.levers import Levers
+from course_utils.advice.program import StepProgram
+from course_utils.advice.steps import Steps
+from course_utils.advice.tpu import TpuOutOfMemory
 from course_utils.hardware import GIB, DeviceSet, device_set
 from course_utils.memory.fit import CANNOT, FITS, HEADROOM, NO, POLICIES, TIGHT, cannot_split  # will_it_fit's words
 
@@ -35,6 +39,7 @@ class AdviceRow:
         verdict: "fits" (at least 10 % of the device left), "tight", "no", or "cannot split".
         problem: Why the layout cannot be used on this mesh ("" when it can).
         tokens: Tokens (or examples) one device processes per step.
+        micro_steps: How many micro-batches the step runs (each timed; the memory is one micro-batch's).
     """
 
     layout: str
@@ -44,6 +49,7 @@ class AdviceRow:
     verdict: str
     problem: str = ""
     tokens: float = 0.0
+    micro_steps: int = 1  # micro-batches a step runs (gradient accumulation)
 
     @property
     def memory_gib(self) -> float | None:
@@ -67,9 +73,9 @@ class Advice(Table):
                "step ms", "bound by", "tokens/s/device")
 
     def __init__(self, rows, *, devices: DeviceSet, title: str, efficiency: float, program: str = "cpu",
-                 empty: str = ""):
+                 empty: str = "", levers: Levers = Levers()):
         super().__init__(rows, title=title)
-        self.devices, self.efficiency, self.program, self.empty = devices, efficiency, program, empty
+        self.devices, self.efficiency, self.program, self.empty, self.levers = devices, efficiency, program, empty, levers
 
     def cells(self, row: AdviceRow) -> list[str]:
         rank = str(self.rows.index(row) + 1)
@@ -101,9 +107,10 @@ class Advice(Table):
                              f"({self.devices.topology}); {devices.name} runs other programs. Run advise(..., "
                              f"devices={devices.name!r}) for it.")
         efficiency = self.efficiency if efficiency is None else efficiency
-        rows = [_timed(r, devices, _efficiency(efficiency)) for r in self.rows]
+        rows = [_timed(r, devices, efficiency_of(efficiency)) for r in self.rows]
         rows.sort(key=_rank)
         return Advice(rows, devices=devices, efficiency=efficiency, program=self.program, empty=self.empty,
+                      levers=self.levers,
                       title=self.title.replace(f" on {self.devices.name},", f" on {devices.name},"))
 
     def row(self, layout: str, mesh_shape) -> AdviceRow:
@@ -149,7 +156,8 @@ def _ms(seconds: float) -> str:
 
 
 def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "mixed_bfloat16",
-           layouts: dict | None = None, mesh_shapes=None, efficiency: float = 1.0, program: str = "cpu") -> Advice:
+           layouts: dict | None = None, mesh_shapes=None, efficiency: float = 1.0, program: str = "cpu",
+           attention: str = "as compiled", remat: bool = False, micro_batch: int | None = None) -> Advice:
     """Every mesh shape x layout for `model` on `devices`, compiled, timed and ranked.
 
     Args:
@@ -166,144 +174,43 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
         program: "cpu": XLA's CPU program, its bytes corrected for the accelerator (`program`). "tpu", for a TPU
             slice (`DeviceSet.topology`): the TPU's own program, compiled by libtpu (`make tpu-targets`; `tpu`),
             for memory and collectives; slower to compile (a 7B block about 25 s).
+        attention: "as compiled" (XLA's CPU program keeps every score) or "fused" (no score kept, as a fused
+            kernel runs attention on GPUs and TPUs; `levers`).
+        remat: Rematerialise each block: keep its input, recompute the rest in the backward pass (`levers`).
+        micro_batch: Run the batch as micro-batches of this many rows (gradient accumulation): memory at the
+            micro-batch, every micro-step timed.
 
     Example:
         >>> advise("gemma_7b_en", devices="8xH100-80GB", batch=16, seq=2048)
+        >>> advise("llama3_8b_en", devices="8xH100-80GB", batch=16, seq=8192, attention="fused", remat=True,
+        ...        micro_batch=8)
         >>> advise("llama3_8b_en", devices="v5e-8", batch=8, seq=1024, program="tpu")
     """
     devices = device_set(devices)
     if dtype not in POLICIES:
         raise ValueError(f"dtype must be one of {POLICIES}. Received: dtype={dtype!r}.")
-    _whole_number("batch", batch, "the global batch")
-    efficiency = _efficiency(efficiency)
-    layouts = _checked_layouts(layouts)
-    built, language = _model(model, dtype)
+    whole_number("batch", batch, "the global batch")
+    efficiency = efficiency_of(efficiency)
+    layouts = checked_layouts(layouts)
+    built, language = model_of(model, dtype)
     if language:
-        _whole_number("seq", seq, "the tokens per sequence (e.g. seq=2048)", tokens=batch)
-    _enough_devices(devices)
-    shapes = _checked_shapes(mesh_shapes, devices.devices)
-    topology = _topology(program, devices)
+        whole_number("seq", seq, "the tokens per sequence (e.g. seq=2048)", tokens=batch)
+    levers = levers_of(attention, remat, micro_batch, batch=batch, seq=seq, language=language, program=program)
+    enough_devices(devices)
+    shapes = checked_shapes(mesh_shapes, devices.devices)
+    topology = topology_of(program, devices)
     found = candidates(built, devices.devices, layouts, shapes)
-    steps = _Steps(built, batch, seq, language)
+    steps = Steps(built, batch, seq, language, levers)
     rows = [_row(built, steps, c, devices, batch, seq, efficiency, topology) for c in found]
     rows.sort(key=_rank)
     what = f"{batch} x {seq} tokens" if language else f"a batch of {batch}"
     empty = "" if rows else (f"no layout applies to {getattr(built, 'name', 'this model')} on the mesh shapes "
                              f"{shapes or every_shape(devices.devices)}. Try mesh_shapes=None (every shape), or give "
                              f"your own layouts={{'name': rules}}.")
-    return Advice(rows, devices=devices, efficiency=efficiency, program=program, empty=empty, title=(
-        f"{getattr(built, 'name', 'model')} on {devices.name}, {what}, {built.dtype_policy.name}: "
-        f"{len(rows)} candidates ranked by estimated step time"))
-
-
-LARGEST = 2**31 - 1  # JAX sizes an array's dimension, and counts its elements here, with a 32-bit integer
-
-
-def _whole_number(name: str, value, what: str, *, tokens: int = 1) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} is {what}, a whole number above 0. Received: {name}={value!r}.")
-    if value * tokens > LARGEST:
-        raise ValueError(f"{name}={value:,} makes arrays of {value * tokens:,} elements; JAX counts an array's "
-                         f"elements with a 32-bit integer (at most {LARGEST:,}). Give a smaller {name}.")
-
-
-def _efficiency(efficiency) -> float:
-    """The share of peak FLOP/s, checked before anything compiles: a number above 0 and at most 1."""
-    if not isinstance(efficiency, (int, float)) or isinstance(efficiency, bool) or not 0 < efficiency <= 1:
-        raise ValueError(f"efficiency is the share of peak FLOP/s the products reach, a number above 0 and at most "
-                         f"1 (0.4: 40 % MFU). Received: efficiency={efficiency!r}.")
-    return float(efficiency)
-
-
-def _checked_layouts(layouts) -> dict | None:
-    """Your layouts, `{name: rules or function}`, checked before anything compiles: a dict whose names are text
-    and not the advisor's own, each value a dict of rules naming the axes ("batch", "model") or a function."""
-    if layouts is None:
-        return None
-    if not isinstance(layouts, dict):
-        raise TypeError(f"layouts is a dict {{name: rules}}, each rules a dict {{key: axes}} naming {MESH_AXES} or a "
-                        f"function mesh -> LayoutMap, e.g. layouts={{'mine': {{'.*kernel': (None, 'model')}}}}. "
-                        f"Received a {type(layouts).__name__}: {layouts!r:.60}.")
-    for name, rules in layouts.items():
-        if not isinstance(name, str) or name in BUILT_IN:
-            what = "the name of one of the advisor's own" if name in BUILT_IN else "not text"
-            raise ValueError(f"layouts names your own layouts; {name!r} is {what} ({', '.join(BUILT_IN)}), which it "
-                             f"would replace. Give it another name, e.g. 'mine'.")
-        if isinstance(rules, dict):
-            for key, axes in rules.items():
-                entries = axes if isinstance(axes, (tuple, list)) else (axes,)
-                wrong = [a for e in entries for a in (e if isinstance(e, (tuple, list)) else (e,))
-                         if a is not None and a not in MESH_AXES]
-                if wrong:
-                    raise ValueError(f"layouts[{name!r}][{key!r}] names {wrong}, not axes of the advisor's meshes "
-                                     f"{MESH_AXES}. Use those names (or None for a dimension kept whole).")
-        elif not callable(rules):
-            raise TypeError(f"layouts[{name!r}] is a dict of rules {{key: axes}} naming {MESH_AXES} or a function "
-                            f"mesh -> LayoutMap. Received a {type(rules).__name__}.")
-    return layouts
-
-
-def _topology(program: str, devices: DeviceSet) -> str | None:
-    """The TPU slice to compile for (program="tpu"), None for the CPU program; checks libtpu is there first."""
-    if program not in ("cpu", "tpu") or not isinstance(program, str):
-        raise ValueError(f"program is 'cpu' (XLA's CPU program, corrected) or 'tpu' (the TPU's own, for a TPU "
-                         f"slice). Received: program={program!r}.")
-    if program == "cpu":
-        return None
-    if devices.topology is None:
-        raise ValueError(f"program='tpu' compiles for a TPU slice; {devices.name} is not one (a {devices.kind.upper()} "
-                         f"set without a topology). Use program='cpu', or a TPU set such as 'v5e-8'.")
-    from course_utils.advice.tpu import topology_devices
-
-    topology_devices(devices.topology)  # libtpu missing or the slice unknown: said now, not per candidate
-    return devices.topology
-
-
-def _model(model, dtype: str):
-    """(the model to lay out, whether it is a keras-hub backbone trained as a causal language model)."""
-    import keras
-
-    from course_utils.memory.presets import PRESETS, Preset, abstract_model
-
-    if isinstance(model, (str, Preset)):
-        if str(getattr(model, "name", model)) not in PRESETS:
-            raise ValueError(f"model is a preset name, one of {sorted(PRESETS)}, a keras-hub backbone or a compiled "
-                             f"Keras model. Received: model={model!r}.")
-        return abstract_model(model, dtype=dtype), True
-    if isinstance(model, keras.Model) and hasattr(type(model), "get_layout_map"):
-        return model, True
-    if isinstance(model, keras.Model):
-        from course_utils.guards import require_compiled
-
-        require_compiled(model, "advise")
-        if not model.inputs:
-            raise ValueError(f"advise reads the shape of what {model.name!r} takes from its inputs, and it has none: "
-                             f"a subclassed model. Build it as a functional or Sequential model (keras.Input first).")
-        return model, False
-    raise TypeError(f"model is a preset name, a keras-hub backbone or a compiled Keras model. Received a "
-                    f"{type(model).__name__}.")
-
-
-def _enough_devices(devices: DeviceSet) -> None:
-    import jax
-
-    have = len(jax.devices())
-    if have != devices.devices:
-        raise ValueError(f"{devices.name} has {devices.devices} devices and the advisor compiles for all of them; this "
-                         f"kernel has {have}. Call setup_devices({devices.devices}) in a fresh kernel, or choose a set "
-                         f"of {have}.")
-
-
-def _checked_shapes(mesh_shapes, devices: int):
-    if mesh_shapes is None:
-        return None
-    valid = every_shape(devices)
-    shapes = [tuple(s) if isinstance(s, (tuple, list)) else s for s in mesh_shapes]
-    wrong = [s for s in shapes if s not in valid]
-    if wrong or not shapes:
-        raise ValueError(f"mesh_shapes are (batch, model) shapes of {devices} devices: {valid}. Received: "
-                         f"mesh_shapes={mesh_shapes!r}.")
-    return shapes
+    return Advice(rows, devices=devices, efficiency=efficiency, program=program, empty=empty, levers=levers, title=(
+        f"{getattr(built, 'name', 'model')} on {devices.name}, {what}, {built.dtype_policy.name}"
+        f"{'' if levers == Levers() else ', ' + levers.describe(batch)}: {len(rows)} candidates ranked by estimated "
+        f"step time"))
 
 
 def _row(model, steps, candidate: Candidate, devices, batch, seq, efficiency, topology) -> AdviceRow:
@@ -325,53 +232,18 @@ def _row(model, steps, candidate: Candidate, devices, batch, seq, efficiency, to
                                f"{str(error)[:600]}") from error
         return AdviceRow(candidate.layout, shape, None, None, CANNOT, str(why))
     tokens = batch * (seq or 1) / (shape[0] * shape[1])
-    return _timed(AdviceRow(candidate.layout, shape, program, None, "", tokens=tokens), devices, efficiency)
+    return _timed(AdviceRow(candidate.layout, shape, program, None, "", tokens=tokens,
+                            micro_steps=steps.levers.steps(batch)), devices, efficiency)
 
 
 def _timed(row: AdviceRow, devices: DeviceSet, efficiency: float) -> AdviceRow:
     """`row` with its step timed on `devices` and its memory judged against theirs."""
     if row.program is None:
         return row
-    time = step_time(row.program, devices, row.mesh_shape, MESH_AXES, efficiency=efficiency)
+    time = step_time(row.program, devices, row.mesh_shape, MESH_AXES, efficiency=efficiency).times(row.micro_steps)
     peak = row.program.memory.peak
     verdict = FITS if peak <= (1 - HEADROOM) * devices.memory_bytes else TIGHT if peak <= devices.memory_bytes else NO
     return replace(row, time=time, verdict=verdict)
-
-
-class _Steps:
-    """The models whose steps are compiled, built once for every candidate (a layout is looked up when the step
-    is compiled, not when the model is built): a language model with one block and with two, extended to the
-    backbone's depth, or the model itself."""
-
-    def __init__(self, model, batch: int, seq: int | None, language: bool):
-        from course_utils.memory.compiled import language_model_step
-
-        self.depth = None
-        if not language:
-            self.steps = {None: (model, _generic_batch(model, batch))}
-            return
-        config = model.get_config()
-        depth = config.get("num_layers")
-        self.depth = depth if isinstance(depth, int) and depth >= 2 else None
-        self.steps = {n: language_model_step(type(model), {**config, "num_layers": n} if n else config, batch, seq)
-                      for n in ((1, 2) if self.depth else (None,))}
-
-    def read(self, candidate: Candidate, topology: str | None = None) -> StepProgram:
-        """The candidate's step, read from XLA's CPU program, or from the TPU's own for `topology` (its FLOPs
-        still the CPU program's)."""
-        programs = {}
-        for n, (model, tokens) in self.steps.items():
-            program = read_step(model, candidate.distribution(), tokens)
-            if topology:
-                tpu = read_tpu_step(model, candidate.layout_map, candidate.mesh_shape, tokens, topology)
-                program = replace(tpu, flops=program.flops)
-            programs[n] = program
-        return extended(programs[1], programs[2], self.depth) if self.depth else programs[None]
-
-
-def _generic_batch(model, batch: int) -> tuple:
-    shape = tuple(model.inputs[0].shape)
-    return (batch, *shape[1:])
 
 
 def _rank(row: AdviceRow) -> tuple:

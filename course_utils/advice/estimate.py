@@ -42,6 +42,10 @@ class StepTime:
         overlapped = sum(max(self.compute[p], self.communication.get(p, 0.0)) for p in COMPUTE_SHARE)
         return overlapped + self.communication.get("other", 0.0)
 
+    def times(self, n: int) -> "StepTime":
+        """The same step run `n` times (micro-batches: each micro-step computes and sends as the step does)."""
+        return StepTime({p: v * n for p, v in self.compute.items()}, {p: v * n for p, v in self.communication.items()})
+
     @property
     def compute_total(self) -> float:
         return sum(self.compute.values())
@@ -78,6 +82,7 @@ def step_time(program: StepProgram, devices: DeviceSet, mesh_shape: tuple[int, .
                          f"Received: efficiency={efficiency!r}.")
     flops_per_second = devices.flops_per_second * efficiency
     compute = {p: program.flops * share / flops_per_second for p, share in COMPUTE_SHARE.items()}
+    compute["backward"] += program.recomputed / flops_per_second  # a rematerialised block's forward, again
     communication = {"forward": 0.0, "backward": 0.0, "other": 0.0}
     for transfer in program.transfers:
         positions = tuple(axis_names.index(a) for a in transfer.axes)

@@ -23,7 +23,6 @@ count the program does not write is named in `StepProgram.undercounted`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from course_utils.communication.flops import LoopFlops, loop_flops
@@ -88,6 +87,7 @@ class StepProgram:
     how: str = "compiled whole"
     source: str = "XLA's CPU program"
     undercounted: tuple[str, ...] = ()  # computations whose loop's trip count the program does not write
+    recomputed: float = 0.0  # FLOPs per device done again in the backward pass (rematerialised blocks' forward)
 
     def sent(self, pass_: str | None = None) -> int:
         """Bytes one device sends, as an accelerator would, in one pass or in the whole step."""
@@ -173,7 +173,6 @@ def _transfer(op, weights: dict) -> Transfer:
     cpu = sent = 0
     scattered = False
     for dtype, computed, shape in zip(op.dtypes, op.computed_dtypes or op.dtypes, op.shapes):
-        size = math.prod(shape)
         # a gradient summed over an axis its weight is split over: each device keeps its shard
         scatter = op.kind == "all-reduce" and pass_ != "forward" and bool(weights.get(_bare(shape), set()) & set(op.axes))
         cpu += ring_sent_bytes(op.kind, Array(dtype, shape).bytes, n)

@@ -80,6 +80,38 @@ def saved_for_backward(model, batch: int, seq: int) -> Activations:
 
 def _traced_bytes(backbone_class, config: dict, batch: int, seq: int) -> int:
     """Bytes of what the backward pass of the language model's loss reads, inputs aside."""
+    return sum(size * itemsize for size, itemsize, _ in _residuals(backbone_class, config, batch, seq))
+
+
+@dataclass(frozen=True)
+class KeptTypes:
+    """The share of a step's kept activations' bytes that their own types take, against f32 for every one: how
+    much of what XLA CPU keeps (it computes and keeps bf16 values as f32) an accelerator keeps.
+
+    Attributes:
+        linear: The share for the activations that grow with the sequence (a token's vectors).
+        quadratic: The share for those that grow with its square (attention's scores: two sequence dimensions).
+    """
+
+    linear: float
+    quadratic: float
+
+
+def kept_types(backbone_class, config: dict, batch: int, seq: int) -> KeptTypes:
+    """`KeptTypes` of a keras-hub language model's step, from its traced residuals (shapes only)."""
+    shares = {}
+    residuals = _residuals(backbone_class, config, batch, seq)
+    for quadratic in (False, True):
+        picked = [(size, itemsize) for size, itemsize, q in residuals if q == quadratic]
+        own = sum(size * itemsize for size, itemsize in picked)
+        wide = sum(size * max(itemsize, 4) for size, itemsize in picked)
+        shares[quadratic] = own / wide if wide else 1.0
+    return KeptTypes(linear=shares[False], quadratic=shares[True])
+
+
+def _residuals(backbone_class, config: dict, batch: int, seq: int) -> list[tuple[int, int, bool]]:
+    """(elements, bytes each, grows with seq squared) of every value the loss's backward pass reads, inputs
+    aside."""
     import jax
 
     from course_utils.memory.presets import causal_lm_of, shape_only_backbone
@@ -100,8 +132,8 @@ def _traced_bytes(backbone_class, config: dict, batch: int, seq: int) -> int:
 
     jaxpr = jax.make_jaxpr(saved)(specs(lm.trainable_variables), specs(lm.non_trainable_variables), x, tokens).jaxpr
     inputs = set(jaxpr.invars)
-    return sum(math.prod(v.aval.shape) * v.aval.dtype.itemsize for v in jaxpr.outvars
-               if hasattr(v, "aval") and not _is_literal(v) and v not in inputs)
+    return [(math.prod(v.aval.shape), v.aval.dtype.itemsize, list(v.aval.shape).count(seq) >= 2)
+            for v in jaxpr.outvars if hasattr(v, "aval") and not _is_literal(v) and v not in inputs]
 
 
 def _is_literal(var) -> bool:

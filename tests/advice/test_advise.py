@@ -129,7 +129,7 @@ def test_the_advisors_mistakes_say_what_to_give(mlp):
 def test_every_argument_is_checked_before_anything_compiles(mlp, given, words, monkeypatch):
     import course_utils.advice.advise as module
 
-    monkeypatch.setattr(module, "_Steps", lambda *a, **k: pytest.fail("compiled before checking its arguments"))
+    monkeypatch.setattr(module, "Steps", lambda *a, **k: pytest.fail("compiled before checking its arguments"))
     with pytest.raises((ValueError, TypeError), match=words):
         advise(_compiled(mlp()), devices="8xH100-80GB", **{"batch": 64, **given})
 

@@ -1,0 +1,118 @@
+"""The memory levers real runs pull, applied to compiled steps: fused attention, rematerialisation, micro-batches.
+
+XLA's CPU program keeps every activation of the forward pass for the backward pass, attention's scores
+included (`batch x heads x seq x seq`, in f32), and keeps bf16 values as f32. A run on an accelerator does not:
+a fused attention kernel (FlashAttention, cuDNN's, a TPU's splash attention) never writes the scores, only a
+few numbers per token; rematerialisation keeps each block's input and recomputes the rest one block at a time
+in the backward pass; gradient accumulation runs the batch as micro-batches. Which of the CPU program's
+buffers those levers remove is read from the programs themselves, not guessed:
+
+- the step is compiled at three sequence lengths (s/4, s/2, s), with one block and with two, and XLA's
+  temporary buffers are fitted exactly as `a + b s + c s^2` for each: `c s^2` is what grows with the square of
+  the sequence (only attention's scores and its mask do), `b s` what grows with it (a token's vectors), `a`
+  what does not (the gradients, the weights FSDP gathers, working space);
+- with two blocks less one, each term per block: what each further block adds;
+- the activations are kept in the types the model computes them in (`memory.activations.kept_types`, from the
+  traced residuals) instead of the CPU's f32: `b` and `c` are scaled by that share.
+
+Fused attention drops every `c s^2`. Rematerialisation replaces each further block's `b s` (and `c s^2`) by its
+input (`rows x s x hidden`, in the compute type): one block, the last, is still held whole while it is
+recomputed; its compute is one forward pass more. Micro-batches compile the step at the micro-batch and run it
+`batch / micro_batch` times (each micro-step gathers and reduces as the step does).
+
+Where this is wrong: the fit is exact for the three lengths compiled; a fused kernel keeps a few floats per
+token and head (its softmax statistics), counted as nothing; an accelerator's XLA fuses differently (its own
+program, `program="tpu"`, is the reference where one exists).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from course_utils.memory.compiled import StepMemory
+
+ATTENTION = ("as compiled", "fused")
+
+
+@dataclass(frozen=True)
+class Levers:
+    """What a run does to fit: `attention` "as compiled" or "fused", `remat` each block, `micro_batch` rows a
+    micro-step (None: the whole batch at once)."""
+
+    attention: str = "as compiled"
+    remat: bool = False
+    micro_batch: int | None = None
+
+    @property
+    def memory(self) -> bool:
+        """Whether the step must be compiled at three sequence lengths (a lever on its activations)."""
+        return self.attention == "fused" or self.remat
+
+    def steps(self, batch: int) -> int:
+        """Micro-steps a step takes."""
+        return batch // self.micro_batch if self.micro_batch else 1
+
+    def describe(self, batch: int) -> str:
+        said = [f"attention {'fused (no score kept)' if self.attention == 'fused' else 'as compiled'}"]
+        said += ["each block rematerialised"] if self.remat else []
+        said += [f"{self.steps(batch)} micro-batches of {self.micro_batch}"] if self.micro_batch else []
+        return ", ".join(said)
+
+
+@dataclass(frozen=True)
+class Terms:
+    """XLA's temporary bytes of one compiled step as `constant + linear + quadratic` at the sequence length."""
+
+    constant: float
+    linear: float
+    quadratic: float
+
+    def __sub__(self, other: "Terms") -> "Terms":
+        return Terms(self.constant - other.constant, self.linear - other.linear, self.quadratic - other.quadratic)
+
+
+def fitted(temporaries: dict[int, int], seq: int) -> Terms:
+    """`a + b s + c s^2` through three (length, bytes) points, its three terms at `seq`."""
+    (s0, y0), (s1, y1), (s2, y2) = sorted(temporaries.items())
+    c = ((y2 - y1) / (s2 - s1) - (y1 - y0) / (s1 - s0)) / (s2 - s0)
+    b = (y1 - y0) / (s1 - s0) - c * (s1 + s0)
+    a = y0 - b * s0 - c * s0 * s0
+    return Terms(a, b * seq, c * seq * seq)
+
+
+def seq_points(seq: int) -> tuple[int, int, int]:
+    """The lengths a lever's fit compiles: s/4, s/2 and s."""
+    return seq // 4, seq // 2, seq
+
+
+def levered_memory(one: dict[int, StepMemory], two: dict[int, StepMemory] | None, seq: int, depth: int | None,
+                   levers: Levers, kept, block_input: int) -> StepMemory:
+    """A step's memory with the levers pulled, from its programs at `seq_points(seq)` with one block and two.
+
+    Args:
+        one, two: {length: StepMemory} with one block and with two (`two` None for a model compiled whole).
+        seq: The sequence length.
+        depth: The model's blocks (None for a model compiled whole).
+        levers: What the run does.
+        kept: `KeptTypes`: the share of the CPU's bytes an accelerator keeps, linear and quadratic.
+        block_input: Bytes of one block's input on a device (what a rematerialised block keeps).
+    """
+    fused = levers.attention == "fused"
+
+    def narrow(terms: Terms) -> Terms:
+        return Terms(terms.constant, terms.linear * kept.linear, 0.0 if fused else terms.quadratic * kept.quadratic)
+
+    base = narrow(fitted({s: m.temporaries for s, m in one.items()}, seq))
+    temporaries = base.constant + base.linear + base.quadratic
+    pulled = ["attention fused" if fused else "", "blocks rematerialised" if levers.remat else ""]
+    how = f"compiled at {', '.join(f'{s:,}' for s in sorted(one))} tokens, fitted, {' and '.join(filter(None, pulled))}"
+    memory = one[seq]
+    if two is not None and depth:
+        added = narrow(fitted({s: m.temporaries for s, m in two.items()}, seq)) - base
+        block = added.constant + (block_input if levers.remat else added.linear + added.quadratic)
+        temporaries += (depth - 1) * block
+        grown = {f: getattr(one[seq], f) + (depth - 1) * (getattr(two[seq], f) - getattr(one[seq], f))
+                 for f in ("arguments", "outputs", "aliased")}
+        memory = replace(one[seq], **grown)
+        how += f", 1 and 2 of its {depth} blocks, each further block counted as the second"
+    return replace(memory, temporaries=max(0, round(temporaries)), how=how)
