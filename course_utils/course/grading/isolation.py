@@ -19,6 +19,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -156,6 +157,7 @@ def _failure(output: str, work: Path) -> str:
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     full = next((line for line in lines if any(sign in line for sign in FULL)), None)
     if full is not None:
+        full = re.sub(r"^\[[^\]]*\]\s*", "", full)  # without nbgrader's "[AutogradeApp | ERROR]"
         grown = sum(p.stat().st_size for p in Path(work).rglob("*") if p.is_file() and not p.is_symlink())
         return (f"the disk filled up while it ran ({full[:200]}); its grading copy had grown to "
                 f"{grown / 2**20:,.0f} MiB, written by the hand-in's code. That copy is deleted and the other "
