@@ -15,8 +15,8 @@
   (`safekeeping`) stand between it and the gradebook. `COURSE_GRADING_SANDBOX=off` asks for this.
 
 Either way every process of the hand-in runs below a keeper (`multiprocess.keeper`, the subreaper the
-launcher uses), so that whatever it started, in a session of its own or double-forked, is stopped when
-its grading ends (`multiprocess.process_group.stop`).
+launcher uses; Linux only, elsewhere its process group alone is stopped), so that whatever it started, in
+a session of its own or double-forked, is stopped when its grading ends (`multiprocess.process_group.stop`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from course_utils.multiprocess.process_group import KEEPER, TREE_ENV, stop
@@ -55,7 +55,7 @@ class Sandbox:
     mode: str
     reason: str = ""
     hidden: tuple[Path, ...] = ()
-    shown: tuple[Path, ...] = field(default=())
+    shown: tuple[Path, ...] = ()
 
     def describe(self) -> str:
         """One sentence for the teacher: what protects the course while hand-ins run."""
@@ -171,8 +171,10 @@ def run_hand_in(command: list[str], work: Path, timeout: float, sandbox: Sandbox
     """
     (Path(work) / ".tmp").mkdir(exist_ok=True)  # its temporary files and the kernel's connection file
     token = uuid.uuid4().hex  # every process below carries it: stop() finds even those that left the tree
-    kept = [sys.executable, "-S", KEEPER, str(os.getpid()), *sandbox.command(command, work)]
-    process = subprocess.Popen(kept, cwd=work, env={**sandbox.environment(env, work), TREE_ENV: token},
+    command = sandbox.command(command, work)
+    if sys.platform.startswith("linux"):  # the keeper asks Linux to be the subreaper; elsewhere, groups alone
+        command = [sys.executable, "-S", KEEPER, str(os.getpid()), *command]
+    process = subprocess.Popen(command, cwd=work, env={**sandbox.environment(env, work), TREE_ENV: token},
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                text=True, errors="replace", start_new_session=True)
     try:
