@@ -28,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from course_utils.course.grading.isolation import GradingBusy, Graded, code_cells, grade_one, grading_lock, make_template, nbgrader_command
-from course_utils.course.grading.safekeeping import CourseCopy, GradebookDamaged, back_up, gradebook_ready
+from course_utils.course.grading.safekeeping import CourseCopy, GradebookUnsafe, back_up, gradebook_ready
 from course_utils.course.grading.sandbox import NONE, choose_sandbox
 from course_utils.course.grading.submissions import BROKEN, REFUSED, Submission, prepare_submissions
 
@@ -63,7 +63,8 @@ def grade_assignment(root: str | os.PathLike, assignment: str, *, timeout: int |
 
     Raises:
         GradingBusy: another grading run holds the course directory.
-        GradebookDamaged: the gradebook cannot be read and no backup of it can (nothing is changed).
+        GradebookUnsafe: the gradebook cannot be read and no backup of it can, or it cannot be backed up
+            (nothing is graded or changed then).
     """
     root, timeout = Path(root), check_timeout(timeout)
     with grading_lock(root):
@@ -73,7 +74,10 @@ def grade_assignment(root: str | os.PathLike, assignment: str, *, timeout: int |
         submissions = prepare_submissions(root, assignment)
         graded = _grade_each(root, assignment, submissions, timeout, say)
         record(root, assignment, graded)
-        back_up(root)
+        try:
+            back_up(root)
+        except GradebookUnsafe as unsafe:  # the scores are written: say so, and still export them
+            say(f"{unsafe} (the scores of this run are in the gradebook, not yet in a backup)")
         grades, left_out = export_grades(root)
     return submissions, grades, left_out
 
@@ -213,7 +217,7 @@ def _grade(root: Path, assignment: str, timeout: int | None) -> int:
 
     try:
         submissions, grades, left_out = grade_assignment(root, assignment, timeout=timeout)
-    except (GradingBusy, GradebookDamaged) as stopped:
+    except (GradingBusy, GradebookUnsafe) as stopped:
         print(stopped, file=sys.stderr)
         return 1
     notes = read_notes(root).get(assignment, {})

@@ -33,8 +33,8 @@ KEPT_BACKUPS = 20  # two a run: before hand-ins run, and after their scores are 
 UNGUARDED = ("grading.lock",)  # the run's own lock, held open while hand-ins run
 
 
-class GradebookDamaged(RuntimeError):
-    """The course's gradebook cannot be read, and no healthy backup of it exists."""
+class GradebookUnsafe(RuntimeError):
+    """The course's gradebook cannot be read and no backup of it can, or it cannot be backed up."""
 
 
 def gradebook_problem(path: Path) -> str | None:
@@ -69,14 +69,15 @@ def gradebook_ready(root: Path) -> str:
         "" or, when it was damaged, what was done (for the teacher).
 
     Raises:
-        GradebookDamaged: it is damaged and no backup is healthy (nothing is changed then).
+        GradebookUnsafe: it is damaged and no backup is healthy, or it cannot be backed up (nothing is
+            changed then).
     """
     path, said = root / GRADEBOOK, ""
     problem = gradebook_problem(path)
     if problem:
         healthy = next((b for b in _backups(root) if gradebook_problem(b) is None), None)
         if healthy is None:
-            raise GradebookDamaged(
+            raise GradebookUnsafe(
                 f"{path} is damaged: {problem}, and {root / BACKUPS} holds no healthy backup. Nothing was graded "
                 f"or changed. Put back a copy of your own (from your backups), or move {path.name} aside and run "
                 f"`python -m course_utils.course build nbgrader --out {root}` for a new, empty gradebook.")
@@ -93,9 +94,19 @@ def gradebook_ready(root: Path) -> str:
 
 
 def back_up(root: Path) -> Path:
-    """Copies the course's gradebook into `gradebook-backups/` (the newest `KEPT_BACKUPS` are kept)."""
+    """Copies the course's gradebook into `gradebook-backups/` (the newest `KEPT_BACKUPS` are kept).
+
+    Raises:
+        GradebookUnsafe: the copy could not be written (a full disk, say).
+    """
     target = root / BACKUPS / f"gradebook-{_stamp()}.db"
-    _back_up(root / GRADEBOOK, target)
+    try:
+        _back_up(root / GRADEBOOK, target)
+    except (sqlite3.Error, OSError) as error:
+        with contextlib.suppress(OSError):
+            target.unlink()
+        raise GradebookUnsafe(f"{root / GRADEBOOK} could not be backed up into {target.parent} ({error}). Free "
+                              f"some space there (or make it writable), then grade again.") from None
     for old in _backups(root)[KEPT_BACKUPS:]:
         old.unlink()
     return target

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.course.grading.safekeeping import (BACKUPS, CourseCopy, GradebookDamaged, back_up,
+from course_utils.course.grading.safekeeping import (BACKUPS, CourseCopy, GradebookUnsafe, back_up,
                                                      gradebook_problem, gradebook_ready)
 
 
@@ -59,7 +59,7 @@ def test_a_damaged_gradebook_without_a_healthy_backup_stops_the_run_and_changes_
         _overwrite_its_start(backup)
     _overwrite_its_start(gradebook)
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    with pytest.raises(GradebookDamaged, match=f"{gradebook} is damaged: SQLite cannot read it .* holds no healthy "
+    with pytest.raises(GradebookUnsafe, match=f"{gradebook} is damaged: SQLite cannot read it .* holds no healthy "
                                                f"backup. Nothing was graded or changed. Put back a copy"):
         gradebook_ready(tmp_path)
     assert main(["lesson01", "--out", str(tmp_path)]) == 1  # the command: a message, no traceback
@@ -111,3 +111,11 @@ def test_a_file_the_grader_writes_is_kept_not_undone(tmp_path):
     written.write_text("executed")
     kept.keep(written)
     assert kept.put_back("ada") == "" and written.read_text() == "executed"
+
+
+def test_a_gradebook_that_cannot_be_backed_up_stops_the_run_before_it_writes(tmp_path):
+    gradebook = _gradebook(tmp_path, ("ada", 3.0))
+    (tmp_path / BACKUPS).write_text("a file where the backups' folder goes")
+    with pytest.raises(GradebookUnsafe, match=f"{gradebook} could not be backed up into {tmp_path / BACKUPS}"):
+        gradebook_ready(tmp_path)
+    assert _scores(gradebook) == [("ada", 3.0)]
