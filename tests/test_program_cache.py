@@ -310,3 +310,22 @@ def test_a_bad_cache_folder_warns_once_and_the_course_runs_uncached(tmp_path):
     assert run.stdout.splitlines()[-1].startswith("[null, [1.0, 3.0, 5.0, 7.0]")
     assert run.stderr.count("CacheWarning") == 1
     assert "exists and is not a folder. The course runs without its compilation cache" in run.stderr
+
+
+def test_a_read_only_cache_folder_is_named_as_such_with_its_setting(tmp_path, monkeypatch):
+    import tempfile
+
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv(compiling.CACHE_ENV, str(folder))
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    said = compiling.cache_read_only()  # was: "not writable by this user (mode drwx------)", a mode that allows it
+    assert said == f"{compiling.CACHE_ENV}={str(folder)!r}: {folder} is on a read-only file system (mounted " \
+                   f"read-only), so nothing can be written there"
+    assert compiling.cache_problem() is None  # read, not refused
+    monkeypatch.setenv(compiling.READ_ONLY_ENV, "1")  # read-only on purpose (a grading sandbox): nothing to say
+    assert compiling.cache_read_only() is None
