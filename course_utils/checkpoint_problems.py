@@ -141,6 +141,25 @@ def indivisible_weights(path: Path, distribution) -> list[str]:
     return problems
 
 
+def load_problem(path: Path, distribution, custom_objects) -> str | None:
+    """Why Keras could not load `path` under `distribution`, when the course can tell (None: Keras's own error stands)."""
+    unknown = unknown_classes(path, custom_objects)
+    if unknown:
+        key, name = unknown[0]
+        return (f"The checkpoint '{path}' uses {', '.join(repr(n) for _, n in unknown)}, which Keras does not know in "
+                f"this Python session. Define (or import) it before loading, decorated with "
+                f"@keras.saving.register_keras_serializable(), or pass "
+                f"load_checkpoint(path, distribution, custom_objects={{{key!r}: {name}}}).")
+    problems = indivisible_weights(path, distribution) if distribution is not None else []
+    if problems:
+        mesh = distribution.device_mesh
+        return (f"The checkpoint '{path}' cannot be laid out under {type(distribution).__name__} on the mesh "
+                f"{dict(zip(mesh.axis_names, mesh.shape))}: " + " ".join(problems)
+                + " Change the layout rule for these variables (or the mesh shape) so that every split "
+                  "dimension is a multiple of its mesh axes' size.")
+    return None
+
+
 def unmatched_rules(model, distribution, path: Path) -> str | None:
     """Why restoring under `distribution` would replicate every variable: its rules match none (None: some match).
 

@@ -35,8 +35,8 @@ import uuid
 from pathlib import Path
 
 from course_utils._table import shown
-from course_utils.checkpoint_problems import (CheckpointError, check_archive, indivisible_weights, save_problem,
-                                              unknown_classes, unmatched_rules, what_is_at)
+from course_utils.checkpoint_problems import (CheckpointError, check_archive, load_problem, save_problem,
+                                              unmatched_rules, what_is_at)
 from course_utils.devices import scope_for
 from course_utils.guards import require_valid_keys
 from course_utils.keras_internals import layout_map_of
@@ -155,23 +155,9 @@ def load_checkpoint(path, distribution=None, *, custom_objects=None):
         with scope_for(distribution):
             restored = keras.models.load_model(path, custom_objects=custom_objects)
     except Exception as error:
-        unknown = unknown_classes(path, custom_objects)
-        if unknown:
-            key, name = unknown[0]
-            raise CheckpointError(
-                f"The checkpoint '{path}' uses {', '.join(repr(n) for _, n in unknown)}, which Keras does not know in "
-                f"this Python session. Define (or import) it before loading, decorated with "
-                f"@keras.saving.register_keras_serializable(), or pass "
-                f"load_checkpoint(path, distribution, custom_objects={{{key!r}: {name}}}).") from error
-        problems = indivisible_weights(path, distribution) if distribution is not None else []
-        if problems:
-            raise CheckpointError(
-                f"The checkpoint '{path}' cannot be laid out under {type(distribution).__name__} on the mesh "
-                f"{dict(zip(distribution.device_mesh.axis_names, distribution.device_mesh.shape))}: "
-                + " ".join(problems)
-                + " Change the layout rule for these variables (or the mesh shape) so that every split "
-                  "dimension is a multiple of its mesh axes' size."
-            ) from error
+        explained = load_problem(path, distribution, custom_objects)
+        if explained:
+            raise CheckpointError(explained) from error
         raise
     unmatched = unmatched_rules(restored, distribution, path) if distribution is not None else None
     if unmatched:
