@@ -78,27 +78,22 @@ def save_checkpoint(model, path) -> Path:
                          f"Use for example '{path.with_suffix('.keras').name}'.")
     if path.is_dir():
         raise ValueError(f"'{path}' is a folder; save_checkpoint needs a file path such as '{path / 'model.keras'}'.")
-    try:
-        _save(model, path)
-    except OSError as error:  # Keras's and h5py's own name a temporary file, or none, and no fix
+    try:  # Keras's and h5py's own errors name a temporary file, or none, and no fix
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned_partials(path)
+        scratch = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}{_SCRATCH}")
+        try:
+            scratch.mkdir()
+            with _temporary_files_in(scratch):
+                model.save(scratch / f"{path.stem}{_PARTIAL}")
+            _flush_to_disk(scratch / f"{path.stem}{_PARTIAL}")
+            os.replace(scratch / f"{path.stem}{_PARTIAL}", path)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)  # a failed save leaves nothing beside the target
+        _flush_to_disk(path.parent)  # the rename itself survives a crash once its folder is flushed
+    except OSError as error:
         raise save_problem(error, path) from error
     return path
-
-
-def _save(model, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned_partials(path)
-    scratch = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}{_SCRATCH}")
-    partial = scratch / f"{path.stem}{_PARTIAL}"
-    try:
-        scratch.mkdir()
-        with _temporary_files_in(scratch):
-            model.save(partial)
-        _flush_to_disk(partial)
-        os.replace(partial, path)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)  # a failed save leaves nothing beside the target
-    _flush_to_disk(path.parent)  # the rename itself survives a crash once its folder is flushed
 
 
 @contextlib.contextmanager
