@@ -38,11 +38,12 @@ $(BIN)/.test-installed: $(BIN)/.installed requirements-test.txt
 	@# the TPU's compiler, so that the tests of advise(..., program="tpu") run (see tpu-targets)
 	$(BIN)/python -m pip install --quiet --upgrade --target $(VENV)/libtpu "$(LIBTPU)"
 	@# The browser test drives Debian's Chromium, which also prints the PDFs; install it when missing
-	@# (sudo only when not root), with a colour emoji font for the lessons' marks (⏳, ✅).
-	@{ test -x /usr/bin/chromium && test -f /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf; } || { \
+	@# (sudo only when not root), with a colour emoji font for the lessons' marks (⏳, ✅), and
+	@# bubblewrap, the sandbox grading runs each hand-in in (docs/TEACHING.md, "What grading protects").
+	@{ test -x /usr/bin/chromium && test -f /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf && test -x /usr/bin/bwrap; } || { \
 	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
-	  $$SUDO apt-get update && $$SUDO apt-get install -y chromium fonts-noto-color-emoji; } || \
-	  { echo "Could not install Chromium; tests/lessons/test_browser.py will fail. Install it with: apt-get install -y chromium fonts-noto-color-emoji"; exit 1; }
+	  $$SUDO apt-get update && $$SUDO apt-get install -y chromium fonts-noto-color-emoji bubblewrap; } || \
+	  { echo "Could not install Chromium or bubblewrap; tests/lessons/test_browser.py will fail. Install them with: apt-get install -y chromium fonts-noto-color-emoji bubblewrap"; exit 1; }
 	touch $@
 
 # reveal.js's files for offline slide decks come inside the sphinx-revealjs wheel; only those

@@ -62,7 +62,8 @@ _EXPORTS = {
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 # the modules and folders of the package, reachable as attributes (course_utils.models, course_utils.memory)
-_SUBMODULES = ("advice", "checkpoints", "communication", "course", "devices", "equivalence", "exercises", "guards",
+_SUBMODULES = ("advice", "cache_folder", "checkpoint_problems", "checkpoints", "communication", "course", "devices",
+               "equivalence", "exercises", "guards",
                "hardware", "jax_internals", "keras_internals", "layout_axes", "layouts", "memory", "mesh", "models", "multiprocess",
                "placements", "program_cache", "step_replay", "train", "viz", "widgets", "xla_settings")
 

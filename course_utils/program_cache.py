@@ -13,11 +13,15 @@ programs in a cache of its own shape, which JAX reads and writes through its cac
   compiles a CPU program for its host, and another CPU's program gives that CPU's rounding, or none.
 - **the user's own**: a folder that another user can write to (or reach by a folder they can write
   to) is refused (`folder_problem`), and an entry owned by another user is never read.
-- **never waited on**: entries are written to a temporary file and renamed into place, so a reader
-  sees a whole entry or none, and no lock is needed to read or write; the lock that guards dropping
-  the oldest entries beyond the size limit is only tried: when another process holds it, they stay
-  for the next write to drop. Files the course did not write (JAX's own `-cache` and `-atime`
-  entries, a stray file) are left alone and never read.
+- **never waited on**: entries are written to a temporary file (`.writing-<pid>-...`) and renamed into
+  place, so a reader sees a whole entry or none, and no lock is needed to read or write; the lock that
+  guards dropping the oldest entries beyond the size limit is only tried: when another process holds
+  it, they stay for the next write to drop. A temporary file counts toward the limit, and one whose
+  writer is gone (killed between writing and renaming) is deleted. Files the course did not write
+  (JAX's own `-cache` and `-atime` entries, a stray file) are left alone and never read.
+- **never in the way**: a folder that cannot be written to (a read-only file system, a full disk,
+  another owner's permissions) is read but not written, and said so once (`CacheWarning`), whatever
+  the number of programs compiled; JAX never sees a failed write.
 """
 
 from __future__ import annotations
@@ -27,14 +31,16 @@ import fcntl
 import hashlib
 import os
 import platform
-import stat
-import tempfile
+import time
 import warnings
 from pathlib import Path
+
+from course_utils.cache_folder import WRITING, folder_problem, temporary_file, unwritable, write_problem  # noqa: F401
 
 MAGIC = b"course-program-1\n"
 SUFFIX = ".program"
 LOCK = ".evict.lock"
+STALE_S = 3600  # a temporary file untouched this long is abandoned, whatever its pid says (another machine's)
 
 
 class CacheWarning(UserWarning):
@@ -64,69 +70,6 @@ def machine_tag(cpuinfo: str | None = None) -> str:
     return hashlib.sha256(described.encode()).hexdigest()[:12]
 
 
-def _group_has_others(gid: int) -> bool:
-    """Whether a user other than this one is in group `gid` (a private group, as many systems give each user, has none)."""
-    import grp
-    import pwd
-
-    try:
-        me = pwd.getpwuid(os.getuid()).pw_name
-        members = set(grp.getgrgid(gid).gr_mem)
-    except KeyError:  # a user or group without a name: assume the worst
-        return True
-    members |= {user.pw_name for user in pwd.getpwall() if user.pw_gid == gid}
-    return bool(members - {me})
-
-
-def _writable_by_others(info: os.stat_result) -> str | None:
-    if info.st_uid != os.getuid():
-        return "another user owns it"
-    if info.st_mode & stat.S_IWOTH:
-        return "every user may write to it"
-    if info.st_mode & stat.S_IWGRP and _group_has_others(info.st_gid):
-        return "its group, which has other users, may write to it"
-    return None
-
-
-def folder_problem(folder: Path, *, own: bool = False) -> str | None:
-    """Why the course cannot keep its compiled programs in `folder` (None: it can), making it if needed.
-
-    A folder another user can write to (or a folder above it that they can write to, other than a
-    sticky one such as /tmp) could hand this user programs that compute something else; a folder
-    that cannot be made or written to would warn on every compile. Both run uncached instead.
-
-    Args:
-        folder: The folder.
-        own: The course chose it (its default folder): one this user owns that others may write to
-            is made this user's alone (chmod 700) rather than refused.
-    """
-    if not folder.is_absolute():
-        return (f"{str(folder)!r} is not an absolute path (a user name after '~' that does not exist, or a "
-                f"relative path, which names another folder from each working directory)")
-    try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except FileExistsError:
-        return f"{folder} exists and is not a folder"
-    except OSError as error:
-        return f"{folder} cannot be made: {error.strerror or error}"
-    info = folder.stat()
-    if own and info.st_uid == os.getuid() and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        folder.chmod(0o700)
-        info = folder.stat()
-    others = _writable_by_others(info)
-    if others:
-        return (f"{folder} is writable by other users ({others}: {stat.filemode(info.st_mode)}), who could "
-                f"change the programs this user runs")
-    for above in folder.parents:
-        parent = above.stat()
-        if parent.st_mode & stat.S_IWOTH and not parent.st_mode & stat.S_ISVTX:
-            return (f"{above}, above {folder}, is writable by every user without the sticky bit, so another user "
-                    f"could replace the folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"{folder} is not writable by this user (mode {stat.filemode(info.st_mode)})"
-    return None
-
-
 def _digest(key: str, program: bytes) -> bytes:
     return hashlib.sha256(key.encode() + b"\0" + program).digest()
 
@@ -141,13 +84,17 @@ class CheckedCache:
         folder: The cache's folder (already vetted by `folder_problem`).
         limit_bytes: The oldest entries are dropped beyond this total.
         machine: This machine's CPU (`machine_tag()`).
+        read_only: Read programs, never write or touch a file (a folder that cannot be written to, or
+            a grading sandbox's view of the teacher's cache).
     """
 
-    def __init__(self, folder: Path, *, limit_bytes: int, machine: str | None = None):
+    def __init__(self, folder: Path, *, limit_bytes: int, machine: str | None = None, read_only: bool = False):
         self._path = Path(folder)
         self.limit_bytes = limit_bytes
         self.machine = machine or machine_tag()
+        self.read_only = read_only
         self._warned: set[str] = set()
+        self._write_failed = False
 
     def entry(self, key: str) -> Path:
         """The file of the program kept under JAX's `key` on this machine."""
@@ -177,25 +124,40 @@ class CheckedCache:
             with contextlib.suppress(OSError):
                 path.unlink()
             return None
-        with contextlib.suppress(OSError):
-            os.utime(path)  # the newest use, for dropping the oldest beyond the limit
+        if not self.read_only:
+            with contextlib.suppress(OSError):
+                os.utime(path)  # the newest use, for dropping the oldest beyond the limit
         return program
 
     def put(self, key: str, value: bytes) -> None:
-        """Keeps `value` under `key`: written whole to a temporary file, then renamed into place."""
-        if len(value) > self.limit_bytes:
+        """Keeps `value` under `key`: written whole to a temporary file, then renamed into place.
+
+        Never raises: the first write that fails warns once (`CacheWarning`) for the whole process.
+        """
+        if len(value) > self.limit_bytes or self.read_only:
             return
-        path = self.entry(key)
-        self.drop_oldest(room=len(value))
-        handle, temporary = tempfile.mkstemp(dir=self._path, prefix=".writing-")
+        temporary = None
         try:
+            self.drop_oldest(room=len(value))
+            handle, temporary = temporary_file(self._path)
             with os.fdopen(handle, "wb") as file:
                 file.write(MAGIC + _digest(key, value) + value)
-            os.replace(temporary, path)
+            os.replace(temporary, self.entry(key))
         except OSError as error:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            self._warn(path, f"could not be written ({error.strerror or error}); it is compiled again next run")
+            if temporary is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+            self._failed_write(error)
+
+    def _failed_write(self, error: OSError) -> None:
+        if self._write_failed:
+            return
+        self._write_failed = True
+        warnings.warn(f"The compilation cache cannot keep programs: {unwritable(self._path, error)}. Programs "
+                      f"compiled from now on are not kept (those already there are still used), and this is not "
+                      f"said again in this process. To keep them, free space there or make the folder writable, "
+                      f"or set COURSE_COMPILATION_CACHE to a folder of your own (or to off), then restart the "
+                      f"kernel.", CacheWarning, stacklevel=4)
 
     def entries(self) -> list[Path]:
         """The programs this cache holds, for every machine."""
@@ -205,6 +167,10 @@ class CheckedCache:
         """Drops the least recently used entries until `room` more bytes fit under the limit.
 
         Only tried: while another process holds the lock, nothing is dropped (the next write will).
+        Temporary files count toward the limit; those whose writer is gone are deleted.
+
+        Raises:
+            OSError: the folder's lock cannot be opened (`put` turns it into its one warning).
         """
         with open(self._path / LOCK, "a") as lock:
             try:
@@ -216,7 +182,7 @@ class CheckedCache:
                 with contextlib.suppress(OSError):
                     info = path.stat()
                     kept.append((info.st_mtime_ns, info.st_size, path))
-            total = sum(size for _, size, _ in kept)
+            total = sum(size for _, size, _ in kept) + self._writing_bytes()
             for _, size, path in sorted(kept):
                 if total + room <= self.limit_bytes:
                     break
@@ -224,10 +190,38 @@ class CheckedCache:
                     path.unlink()
                 total -= size
 
+    def tidy(self) -> None:
+        """Deletes the temporary files killed writers left, and the oldest entries beyond the limit; never raises."""
+        with contextlib.suppress(OSError):
+            self.drop_oldest()
+
+    def _writing_bytes(self) -> int:
+        """The bytes of temporary files still being written; those a killed writer left are deleted first."""
+        total = 0
+        for path in self._path.glob(WRITING + "*"):
+            with contextlib.suppress(OSError):
+                info = path.stat()
+                pid = path.name[len(WRITING):].split("-", 1)[0]
+                if (pid.isdigit() and not _running(int(pid))) or time.time() - info.st_mtime > STALE_S:
+                    path.unlink()
+                else:
+                    total += info.st_size
+        return total
+
     def _warn(self, path: Path, why: str) -> None:
         if path.name not in self._warned:
             self._warned.add(path.name)
             warnings.warn(f"The compilation cache's entry {path} {why}.", CacheWarning, stacklevel=3)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def install(cache: CheckedCache) -> None:

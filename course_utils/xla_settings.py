@@ -18,9 +18,11 @@ import sys
 import warnings
 from pathlib import Path
 
-from course_utils.program_cache import CacheWarning, CheckedCache, folder_problem, install
+from course_utils.program_cache import CacheWarning, CheckedCache, folder_problem, install, write_problem
 
 CACHE_ENV = "COURSE_COMPILATION_CACHE"
+# "1": read the cache's programs, never write one, say nothing (a grading sandbox's read-only view of it)
+READ_ONLY_ENV = "COURSE_COMPILATION_CACHE_READ_ONLY"
 CACHE_LIMIT_BYTES = 2 * 2**30  # the oldest compiled programs are dropped beyond this
 _OFF = ("off", "0", "false", "no", "none")
 
@@ -72,6 +74,18 @@ def cache_problem() -> str | None:
     return None if problem is None else f"{named}: {problem}"
 
 
+def cache_read_only() -> str | None:
+    """Why the cache's folder can be read but not written to here (None: it can be written, or is off or refused).
+
+    The course then reads the programs kept there and keeps no new one.
+    """
+    folder = compilation_cache_dir()
+    if folder is None or cache_problem() is not None or os.environ.get(READ_ONLY_ENV) == "1":
+        return None
+    problem = write_problem(folder)
+    return None if problem is None else f"{_cache_setting()[1]}: {problem}"
+
+
 CACHE_FIX = (f"set {CACHE_ENV} to a folder of your own (e.g. ~/.cache/course-programs), or to off; "
              f"then restart the kernel")
 
@@ -90,7 +104,9 @@ def use_compilation_cache() -> Path | None:
     from one kernel or environment to the next (`SOURCE_FILE_CHANGES`), so a
     lesson run again, in another kernel or another environment, finds its
     programs. Several processes (lesson 06's workers, lessons run side by
-    side) can share the folder: no entry is ever seen half written.
+    side) can share the folder: no entry is ever seen half written. A folder
+    this user cannot write to (a read-only file system, say) is only read,
+    with one warning saying why (none with `COURSE_COMPILATION_CACHE_READ_ONLY=1`).
     """
     folder = compilation_cache_dir()
     if folder is None:
@@ -100,6 +116,11 @@ def use_compilation_cache() -> Path | None:
         warnings.warn(f"{problem}. The course runs without its compilation cache: every program compiles again, "
                       f"with the same results. To keep them, {CACHE_FIX}.", CacheWarning, stacklevel=3)
         return None
+    read_only = cache_read_only()
+    if read_only:
+        warnings.warn(f"{read_only}. The course reads the programs kept there but keeps no new one: those compile "
+                      f"again in each run, with the same results. To keep them, {CACHE_FIX}.", CacheWarning,
+                      stacklevel=3)
     import jax
 
     for name, value in (("jax_persistent_cache_min_compile_time_secs", 0.0),
@@ -107,7 +128,11 @@ def use_compilation_cache() -> Path | None:
                         ("jax_compilation_cache_include_metadata_in_key", True),
                         ("jax_hlo_source_file_canonicalization_regex", SOURCE_FILE_CHANGES)):
         jax.config.update(name, value)
-    install(CheckedCache(folder, limit_bytes=CACHE_LIMIT_BYTES))
+    cache = CheckedCache(folder, limit_bytes=CACHE_LIMIT_BYTES,
+                         read_only=bool(read_only) or os.environ.get(READ_ONLY_ENV) == "1")
+    if not cache.read_only:
+        cache.tidy()
+    install(cache)
     return folder
 
 

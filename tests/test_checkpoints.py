@@ -1,5 +1,6 @@
 """A checkpoint saved under one layout restores under another with identical weights."""
 
+import errno
 import os
 import signal
 import subprocess
@@ -264,3 +265,76 @@ def test_lesson_07_leaves_nothing_in_the_temporary_folder(lesson_runs, solved):
     assert cleanup.outputs[0]["data"]["text/plain"] == "False"
     tmp = lesson_runs.tmpdir[path.stem, solved]  # the kernel's tempfile folder
     assert sorted(p.name for p in tmp.iterdir() if p.name.startswith("tmp")) == []
+
+
+def test_rules_that_match_none_of_the_checkpoints_variables_are_refused(trained, tmp_path):
+    path = save_checkpoint(trained, tmp_path / "mlp.keras")
+    layout_map = make_layout_map(make_mesh((2, 4), ("data", "model")), {".*attention/query/kernel": (None, "model")})
+    other = distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data")  # rules of another model
+    with pytest.raises(CheckpointError) as caught:
+        load_checkpoint(path, other)
+    message = str(caught.value)
+    assert "None of the layout rules of the ModelParallel given to load_checkpoint matches a variable of" in message
+    assert "every variable would be restored whole on each of the 8 devices" in message
+    assert "'.*attention/query/kernel'" in message and "'d1/kernel'" in message
+    assert "or restore under DataParallel(...) to replicate on purpose" in message
+    restored = load_checkpoint(path, model_parallel())  # rules that match: restored, split
+    assert placement(restored.get_layer("d1").kernel).shard_shape == (16, 8)
+
+
+class _FullDisk:
+    """A model whose save meets a full disk, as Keras meets it: the first bytes written, then ENOSPC
+    (h5py's OSError carries no errno, only its message)."""
+
+    def __init__(self, h5py_style: bool):
+        self.h5py_style = h5py_style
+
+    def save(self, path):
+        Path(path).write_bytes(b"PK\x03\x04 the start")
+        if self.h5py_style:
+            raise OSError("Unable to synchronously create file (file write failed: errno = 28, error message = "
+                          "'No space left on device')")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("h5py_style", [False, True], ids=["zip", "h5py"])
+def test_a_save_onto_a_full_disk_names_the_checkpoint_and_keeps_the_old_one(trained, tmp_path, h5py_style):
+    path = save_checkpoint(trained, tmp_path / "mlp.keras")
+    before = path.read_bytes()
+    with pytest.raises(OSError) as caught:
+        save_checkpoint(_FullDisk(h5py_style), path)
+    message = str(caught.value)
+    assert caught.value.errno == errno.ENOSPC
+    assert f"save_checkpoint could not write '{path}': the disk holding '{tmp_path}' is full" in message
+    assert "MB free). Free some space there, or save on another disk" in message
+    assert "The checkpoint already there is unchanged." in message
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["mlp.keras"]
+
+
+def test_a_save_into_a_read_only_folder_names_it_and_the_fix(trained, tmp_path, monkeypatch):
+    real_mkdir = os.mkdir
+
+    def read_only(path, *args, **kwargs):  # as root everything is writable: the file system says no here
+        if str(path).endswith(".saving"):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", read_only)
+    with pytest.raises(OSError) as caught:
+        save_checkpoint(trained, tmp_path / "mlp.keras")
+    assert caught.value.errno == errno.EROFS
+    assert str(caught.value) == (f"[Errno 30] save_checkpoint could not write '{tmp_path / 'mlp.keras'}': the folder "
+                                 f"'{tmp_path}' is on a read-only file system. Save it in a folder you can write to, "
+                                 f"e.g. '~/checkpoints/mlp.keras'. Nothing was written.")
+
+
+@pytest.mark.parametrize("under", ["a-file/mlp.keras", "a-file/deeper/mlp.keras"])
+def test_a_save_under_a_path_that_is_a_file_names_the_file(trained, tmp_path, under):
+    (tmp_path / "a-file").write_text("notes")
+    with pytest.raises(OSError) as caught:  # FileExistsError or NotADirectoryError, as before, now explained
+        save_checkpoint(trained, tmp_path / under)
+    message = str(caught.value)
+    assert f"save_checkpoint could not write '{tmp_path / under}': '{tmp_path / 'a-file'}' is a file, not a folder" \
+        in message
+    assert f"Save under another folder (e.g. '{tmp_path / 'checkpoints' / 'mlp.keras'}'), or move that file" in message
+    assert (tmp_path / "a-file").read_text() == "notes"

@@ -86,14 +86,68 @@ def test_an_entry_another_user_owns_is_never_read(cache):
     assert value is None and "belongs to another user" in said[0]
 
 
-def test_a_write_that_fails_leaves_no_entry_and_no_partial_file(cache, monkeypatch):
+def test_a_full_disk_warns_once_whatever_the_number_of_programs_and_leaves_no_partial_file(cache, monkeypatch):
     def disk_full(*args):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "replace", disk_full)
-    with pytest.warns(CacheWarning, match="could not be written \\(No space left on device\\)"):
-        cache.put("jit_f-1", b"program f")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(4):  # four programs compiled: one warning, as the README says
+            cache.put(f"jit_f-{i}", b"program f")
+    said = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert len(said) == 1 and f"the disk holding {cache._path} is full (No space left on device)" in said[0]
+    assert "not said again" in said[0]
     assert list(cache._path.iterdir()) == [cache._path / ".evict.lock"]
+
+
+def test_a_folder_turned_read_only_mid_run_warns_once_in_the_courses_words(cache, monkeypatch):
+    import tempfile
+
+    cache.put("jit_f-1", b"program f")
+    (cache._path / ".evict.lock").unlink()
+    (cache._path / ".evict.lock").mkdir()  # the lock cannot be opened: JAX used to report it, entry and all
+    with pytest.warns(CacheWarning, match="The compilation cache cannot keep programs"):
+        cache.put("jit_g-2", b"program g")  # never raises: JAX would say "Error writing ... .evict.lock"
+    (cache._path / ".evict.lock").rmdir()
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    later = CheckedCache(cache._path, limit_bytes=10_000, machine="machine-a")  # the next process
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(3):
+            later.put(f"jit_h-{i}", b"program h")
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and f"{cache._path} is on a read-only file system" in said[0]
+    assert later.get("jit_f-1") == b"program f"  # what is kept is still read
+
+
+def test_a_temporary_file_a_killed_writer_left_is_counted_and_removed(cache):
+    dead = cache._path / ".writing-4194999-abc"  # above any pid Linux hands out: its writer is gone
+    dead.write_bytes(bytes(5000))
+    old_style = cache._path / ".writing-xyz"  # an earlier version's name, abandoned long ago
+    old_style.write_bytes(bytes(100))
+    os.utime(old_style, (0, 0))
+    live = cache._path / f".writing-{os.getpid()}-live"  # a writer still at work: counted, kept
+    live.write_bytes(bytes(3000))
+    for i in range(4):
+        cache.put(f"jit_f-{i}", bytes(2000))
+        os.utime(cache.entry(f"jit_f-{i}"), ns=(i * 10**9, i * 10**9))
+    assert not dead.exists() and not old_style.exists() and live.exists()
+    kept = sum(p.stat().st_size for p in cache.entries()) + live.stat().st_size
+    assert kept <= cache.limit_bytes and len(cache.entries()) == 3  # the oldest dropped to make room
+
+
+def test_a_read_only_cache_reads_and_never_writes(cache):
+    cache.put("jit_f-1", b"program f")
+    reader = CheckedCache(cache._path, limit_bytes=10_000, machine="machine-a", read_only=True)
+    before = cache.entry("jit_f-1").stat().st_mtime_ns
+    assert reader.get("jit_f-1") == b"program f" and cache.entry("jit_f-1").stat().st_mtime_ns == before
+    reader.put("jit_g-2", b"program g")
+    assert reader.get("jit_g-2") is None and len(cache.entries()) == 1
 
 
 def test_the_oldest_entries_are_dropped_beyond_the_limit(cache):
@@ -169,9 +223,23 @@ def test_a_folder_another_user_owns_is_refused(tmp_path):
     assert "another user owns it" in folder_problem(theirs)
 
 
-def test_a_folder_that_cannot_be_written_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(os, "access", lambda path, mode: False)  # root may write anywhere: say it may not
-    assert "is not writable by this user" in folder_problem(tmp_path)
+@pytest.mark.parametrize("error, said", [
+    (errno.EROFS, "{folder} is on a read-only file system (mounted read-only)"),
+    (errno.ENOSPC, "the disk holding {folder} is full"),
+    (errno.EACCES, "cannot write in {folder} (Permission denied; the folder is drwx"),
+])
+def test_a_folder_that_cannot_be_written_says_why(tmp_path, monkeypatch, error, said):
+    import tempfile
+
+    from course_utils.program_cache import write_problem
+
+    def refused(*args, **kwargs):  # root may write anywhere: say it may not, as the file system would
+        raise OSError(error, os.strerror(error))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    assert said.format(folder=tmp_path) in write_problem(tmp_path)
+    monkeypatch.undo()
+    assert write_problem(tmp_path) is None and list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("setting, said", [
@@ -242,3 +310,22 @@ def test_a_bad_cache_folder_warns_once_and_the_course_runs_uncached(tmp_path):
     assert run.stdout.splitlines()[-1].startswith("[null, [1.0, 3.0, 5.0, 7.0]")
     assert run.stderr.count("CacheWarning") == 1
     assert "exists and is not a folder. The course runs without its compilation cache" in run.stderr
+
+
+def test_a_read_only_cache_folder_is_named_as_such_with_its_setting(tmp_path, monkeypatch):
+    import tempfile
+
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv(compiling.CACHE_ENV, str(folder))
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    said = compiling.cache_read_only()  # was: "not writable by this user (mode drwx------)", a mode that allows it
+    assert said == f"{compiling.CACHE_ENV}={str(folder)!r}: {folder} is on a read-only file system (mounted " \
+                   f"read-only), so nothing can be written there"
+    assert compiling.cache_problem() is None  # read, not refused
+    monkeypatch.setenv(compiling.READ_ONLY_ENV, "1")  # read-only on purpose (a grading sandbox): nothing to say
+    assert compiling.cache_read_only() is None

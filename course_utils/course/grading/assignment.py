@@ -1,13 +1,17 @@
 """One grading run of an assignment: every hand-in graded apart, the course's gradebook written after.
 
 `grade_assignment(root, "lesson03")` holds the course directory's lock (`grading.lock`: a
-second run at once is refused, with the file's name), prepares what was handed in
-(`submissions`), grades each hand-in in a temporary course directory of its own
-(`isolation`: the student's code never runs in the course directory), and only then
-writes each student's points into the course's `gradebook.db`, copies the executed notebook to
-`autograded/`, and exports `grades.csv` with a `note` column: why a hand-in got zero (not a
-notebook, an exercise cell twice, nbgrader failed, a time-out), and anything the teacher should
-look at. One broken hand-in never stops the others.
+second run at once is refused, with the file's name), checks and backs up the gradebook
+(`safekeeping`: a damaged one is restored from its newest healthy backup), prepares what was
+handed in (`submissions`), grades each hand-in in a temporary course directory of its own
+(`isolation`: the student's code never runs in the course directory; `sandbox`: in bubblewrap
+where the machine has it, every process it started stopped at its end), checks after each
+hand-in that the course directory is as it was (putting back what changed), and only then
+writes each student's points into the course's `gradebook.db` (backed up again after), copies
+the executed notebook to `autograded/`, and exports `grades.csv` with a `note` column: why a
+hand-in got zero (not a notebook, an exercise cell twice, nbgrader failed, a time-out), what was
+carried over from the lesson and what was left blank, and anything the teacher should look at.
+One broken hand-in never stops the others.
 """
 
 from __future__ import annotations
@@ -19,9 +23,13 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from course_utils.course.grading.isolation import GradingBusy, Graded, code_cells, grade_one, grading_lock, make_template, nbgrader_command
+from course_utils.course.grading.safekeeping import CourseCopy, GradebookUnsafe, back_up, gradebook_ready
+from course_utils.course.grading.sandbox import NONE, choose_sandbox
 from course_utils.course.grading.submissions import BROKEN, REFUSED, Submission, prepare_submissions
 
 NOTES = "grading-notes.json"
@@ -39,14 +47,15 @@ def check_timeout(timeout) -> int | None:
     return timeout
 
 
-def grade_assignment(root: str | os.PathLike, assignment: str, *,
-                     timeout: int | None = None) -> tuple[list[Submission], Path, list[str]]:
+def grade_assignment(root: str | os.PathLike, assignment: str, *, timeout: int | None = None,
+                     say: Callable[[str], object] = print) -> tuple[list[Submission], Path, list[str]]:
     """Prepares, grades (each hand-in apart) and exports `assignment`; see the module's notes.
 
     Args:
         root: The nbgrader course directory.
         assignment: e.g. "lesson03".
         timeout: Seconds each cell may run; None keeps `nbgrader_config.py`'s `c.Execute.timeout`.
+        say: Where the run tells the teacher how hand-ins run and what it restored (a line each).
 
     Returns:
         (one `Submission` per student folder, grades.csv, the assignments nobody handed anything in for).
@@ -54,17 +63,27 @@ def grade_assignment(root: str | os.PathLike, assignment: str, *,
 
     Raises:
         GradingBusy: another grading run holds the course directory.
+        GradebookUnsafe: the gradebook cannot be read and no backup of it can, or it cannot be backed up
+            (nothing is graded or changed then).
     """
     root, timeout = Path(root), check_timeout(timeout)
     with grading_lock(root):
+        restored = gradebook_ready(root)
+        if restored:
+            say(restored)
         submissions = prepare_submissions(root, assignment)
-        graded = _grade_each(root, assignment, submissions, timeout)
+        graded = _grade_each(root, assignment, submissions, timeout, say)
         record(root, assignment, graded)
+        try:
+            back_up(root)
+        except GradebookUnsafe as unsafe:  # the scores are written: say so, and still export them
+            say(f"{unsafe} (the scores of this run are in the gradebook, not yet in a backup)")
         grades, left_out = export_grades(root)
     return submissions, grades, left_out
 
 
-def _grade_each(root: Path, assignment: str, submissions: list[Submission], timeout: int | None) -> list[Graded]:
+def _grade_each(root: Path, assignment: str, submissions: list[Submission], timeout: int | None,
+                say: Callable[[str], object]) -> list[Graded]:
     per_cell = timeout or _config_timeout(root)
     graded = [Graded(s.student, {}, (s.message,)) for s in submissions if s.status == BROKEN]
     todo = [s for s in submissions if s.status not in (BROKEN, REFUSED)]
@@ -72,14 +91,24 @@ def _grade_each(root: Path, assignment: str, submissions: list[Submission], time
         return graded
     with tempfile.TemporaryDirectory(prefix=f"grading-{assignment}-") as scratch:
         template = make_template(root, assignment, Path(scratch), timeout=per_cell)
+        sandbox = choose_sandbox(hide=[root, Path(scratch)])
+        say(sandbox.describe())
+        course = CourseCopy(root) if sandbox.mode == NONE else None  # in the sandbox, no hand-in sees it
         for submission in todo:
             notebook = _prepared(root, assignment, submission)
             one = grade_one(template, assignment, submission.student, notebook, timeout=per_cell,
-                            cells=code_cells(notebook))
+                            cells=code_cells(notebook), sandbox=sandbox)
+            reached = course.put_back(submission.student) if course else ""
+            carried = (submission.message,) if submission.status == "carried over" else ()
+            one = replace(one, notes=carried + one.notes + ((reached,) if reached else ()))
+            if reached:
+                say(f"{submission.student}: {reached}")
             if one.autograded is not None:
                 kept = root / "autograded" / submission.student / assignment / notebook.name
                 kept.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(one.autograded, kept)
+                if course:
+                    course.keep(kept)
             graded.append(one)
     return graded
 
@@ -186,16 +215,15 @@ def main(argv: list[str] | None = None) -> int:
 def _grade(root: Path, assignment: str, timeout: int | None) -> int:
     import sys
 
-    from course_utils.course.grading.isolation import GradingBusy
     try:
         submissions, grades, left_out = grade_assignment(root, assignment, timeout=timeout)
-    except GradingBusy as busy:
-        print(busy, file=sys.stderr)
+    except (GradingBusy, GradebookUnsafe) as stopped:
+        print(stopped, file=sys.stderr)
         return 1
     notes = read_notes(root).get(assignment, {})
     for submission in submissions:
-        note = notes.get(submission.student)
-        print(submission, *([f"  note: {note}"] if note and note != submission.message else []), sep="\n")
+        note = (notes.get(submission.student) or "").removeprefix(submission.message).removeprefix("; ")
+        print(submission, *([f"  note: {note}"] if note else []), sep="\n")
     refused = [s for s in submissions if s.status == "refused"]
     broken = [s for s in submissions if s.status == "broken"]
     nobody = f"; no submissions (left out): {', '.join(left_out)}" if left_out else ""

@@ -3,19 +3,14 @@
 Each hand-in is copied into a fresh nbgrader course directory of its own, in a temporary
 folder outside the course: the assignment's source, a gradebook that knows only the
 assignment (`make_template`, once per grading run), and that one notebook. nbgrader
-autograde runs there, in a process group of its own with a time limit, its working folder in
-that copy; then `grade_one` reads the answers back from the executed notebook's outputs
-and checks them again in the grader's own process (`recheck.recheck`). The student's
-kernel never sees the course's `submitted/`, the other hand-ins or `gradebook.db` by a relative
-path: `../../..` from its folder is the temporary copy, which is deleted afterwards.
-
-What this does not give: the kernel runs as the same operating-system user as the teacher, so a
-determined student can still reach files by absolute path (the course directory, the
-teacher's home). What the grade reads are copies (the hand-in, the gradebook the score is
-copied from), so a student who breaks them breaks only their own grade; the course's gradebook
-is written by `assignment.grade_assignment`, after the student's process is gone. For real isolation run the
-grading as a user who can read nothing else, or in a container (nbgrader's docs: "Running
-nbgrader with JupyterHub").
+autograde runs there, with a time limit, its working folder in that copy, below a keeper
+that stops every process it started, and in the run's sandbox where the machine has one
+(`sandbox`: bubblewrap hides the course directory, the other hand-ins and the solutions); then
+`grade_one` reads the answers back from the executed notebook's outputs and checks them again
+in the grader's own process (`recheck.recheck`). What the grade reads are copies (the hand-in,
+the gradebook the score is copied from), so a student who breaks them breaks only their own
+grade; the course's gradebook is written by `assignment.grade_assignment`, after the student's
+processes are gone, and the course directory is checked after each hand-in (`safekeeping`).
 """
 
 from __future__ import annotations
@@ -24,10 +19,11 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
-import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +32,7 @@ import nbformat
 
 from course_utils.course.grading import wire as grade_wire
 from course_utils.course.grading.recheck import recheck
+from course_utils.course.grading.sandbox import Sandbox, run_hand_in
 
 LOCK = "grading.lock"
 
@@ -88,7 +85,7 @@ class Graded:
 
 def nbgrader_command(root: str | os.PathLike, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
     """Runs `nbgrader <args>` in the course directory with this Python's nbgrader (the teacher's own commands:
-    generate_assignment, export; a student's hand-in runs through `run_group`)."""
+    generate_assignment, export; a student's hand-in runs through `sandbox.run_hand_in`)."""
     done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, env=_nbgrader_env(),
                           capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
@@ -99,28 +96,6 @@ def nbgrader_command(root: str | os.PathLike, *args: str, timeout: int = 1800) -
 def _nbgrader_env() -> dict[str, str]:
     bin_dir = str(Path(sys.executable).parent)  # nbgrader calls `alembic` by name
     return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
-
-
-def run_group(command: list[str], cwd: Path, timeout: float) -> tuple[int | None, str]:
-    """Runs `command` in a process group of its own; kills the whole group (the kernel too) at the end.
-
-    Returns:
-        (exit status, or None when it ran past `timeout`; the last of its output).
-    """
-    temporary = Path(cwd) / ".tmp"  # the kernel's connection file and the student's temporary files:
-    temporary.mkdir(exist_ok=True)  # gone with the grading copy, even when the group is killed
-    env = {**_nbgrader_env(), "TMPDIR": str(temporary)}
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, start_new_session=True)
-    try:
-        output, _ = process.communicate(timeout=timeout)
-        return process.returncode, output[-4000:]
-    except subprocess.TimeoutExpired:
-        return None, ""
-    finally:  # a kernel left running would keep the student's code going after the grade
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 def make_template(root: Path, assignment: str, scratch: Path, *, timeout: int) -> Path:
@@ -142,7 +117,7 @@ def make_template(root: Path, assignment: str, scratch: Path, *, timeout: int) -
 
 
 def grade_one(template: Path, assignment: str, student: str, notebook: Path, *, timeout: int,
-              cells: int) -> Graded:
+              cells: int, sandbox: Sandbox) -> Graded:
     """Autogrades one hand-in in a copy of `template`; its points come from the grader's own check.
 
     Args:
@@ -150,30 +125,43 @@ def grade_one(template: Path, assignment: str, student: str, notebook: Path, *, 
         notebook: The prepared hand-in (nbgrader's release version, answers in place).
         timeout: Seconds each cell may run.
         cells: Code cells in the notebook (the whole run may take `cells * timeout` seconds).
+        sandbox: How the hand-in runs (`sandbox.choose_sandbox`).
     """
-    work = template.parent / f"student-{student}"
+    holder = Path(tempfile.mkdtemp(prefix="grading-hand-in-"))  # outside the run's folder, which stays hidden
+    work = holder / student
     shutil.copytree(template, work)
     try:
         target = work / "submitted" / student / assignment / notebook.name
         target.parent.mkdir(parents=True)
         shutil.copy2(notebook, target)
         command = [sys.executable, "-m", "nbgrader", "autograde", assignment, f"--student={student}", "--force"]
-        status, output = run_group(command, work, cells * timeout + 120)
+        status, output = run_hand_in(command, work, cells * timeout + 120, sandbox, _nbgrader_env())
         executed = work / "autograded" / student / assignment / notebook.name
         if status is None or status != 0 or not executed.exists():
             why = (f"ran past {cells * timeout + 120} s in all" if status is None
-                   else f"nbgrader autograde failed: {_last_error(output)}")
+                   else f"nbgrader autograde failed: {_failure(output, work)}")
             return Graded(student, {}, (why,))
         kept = template.parent / "autograded" / student / notebook.name
         kept.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(executed, kept)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(holder, ignore_errors=True)
     return _checked(student, kept)
 
 
-def _last_error(output: str) -> str:
+FULL = ("No space left on device", "database or disk is full", "Errno 28", "Disk quota exceeded")
+
+
+def _failure(output: str, work: Path) -> str:
+    """Why nbgrader failed, from its output: a full disk said as such (nbgrader calls it a database error)."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
+    full = next((line for line in lines if any(sign in line for sign in FULL)), None)
+    if full is not None:
+        full = re.sub(r"^\[[^\]]*\]\s*", "", full)  # without nbgrader's "[AutogradeApp | ERROR]"
+        grown = sum(p.stat().st_size for p in Path(work).rglob("*") if p.is_file() and not p.is_symlink())
+        return (f"the disk filled up while it ran ({full[:200]}); its grading copy had grown to "
+                f"{grown / 2**20:,.0f} MiB, written by the hand-in's code. That copy is deleted and the other "
+                f"hand-ins are graded; look at the notebook for what it writes")
     errors = [line for line in lines if "rror" in line or "[AutogradeApp | ERROR]" in line]
     return (errors or lines or ["(no output)"])[-1][:500]
 

@@ -6,7 +6,8 @@ The process reads `{exercise: wire}` (`wire.to_wire`'s data, taken from an autog
 notebook's outputs) on its standard input, sets up the course's 8 devices, rebuilds each
 answer from data (`wire.from_wire`) and runs the course's `check` on it; it prints
 `{exercise: {"status", "message"}}`. No student code runs in it: what a student's notebook
-did to `check`, `Verdict` or the checkers' modules in its own kernel is not here.
+did to `check`, `Verdict` or the checkers' modules in its own kernel is not here, and it compiles
+without the compilation cache, so no program a hand-in could have put there runs in it either.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ def recheck(answers: dict[str, dict], *, timeout: float = 600) -> dict[str, dict
     """
     if not answers:
         return {}
-    env = {**os.environ, "PYTHONSAFEPATH": "1"}  # the course's modules, never a file beside the caller
+    from course_utils.xla_settings import CACHE_ENV
+
+    # the course's modules, never a file beside the caller; programs compiled here, never read from a cache
+    env = {**os.environ, "PYTHONSAFEPATH": "1", CACHE_ENV: "off"}
     try:
         done = subprocess.run([sys.executable, "-m", "course_utils.course", "recheck"], input=json.dumps(answers),
                               capture_output=True, text=True, timeout=timeout, env=env)

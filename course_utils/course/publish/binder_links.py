@@ -82,6 +82,15 @@ def binder_repository(pyproject: Path | None = None) -> str:
     return written
 
 
+def placeholder_warning(repository: str | None = None) -> str | None:
+    """What to do when the setting is still the placeholder `gh/OWNER/REPO` (whose links lead nowhere); else None."""
+    if (repository or binder_repository()) != PLACEHOLDER:
+        return None
+    return (f"binder_repository under [tool.course] in pyproject.toml is still the placeholder {PLACEHOLDER!r}, so "
+            f"its Binder links ({BINDER}{PLACEHOLDER}/...) lead nowhere. Set it to your repository (e.g. "
+            f"'gh/your-name/your-course'), run `python -m course_utils.course links --write`, then build again.")
+
+
 def binder_url(ref: str, *, repository: str | None = None, lesson: str = FIRST_LESSON) -> str:
     """The Binder link that opens JupyterLab on `lesson` of the repository at `ref` (branch, tag or commit)."""
     return str(BinderLink(repository or binder_repository(), ref, f"urlpath=lab/tree/{lesson}"))

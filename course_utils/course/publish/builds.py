@@ -48,12 +48,14 @@ def _main(argv: list[str] | None) -> int:
         for path in build_student(args.notebooks, out):
             print(path)
     elif args.build == "student-branch":
-        from course_utils.course.publish.binder_links import binder_url
+        from course_utils.course.publish.binder_links import binder_url, placeholder_warning
         from course_utils.course.publish.student_branch import write_student_branch
 
         written = write_student_branch(".")
         print(written)
         print(f"Publish it with `git push origin {written.branch}`; students then launch\n  {binder_url(written.branch)}")
+        if placeholder_warning():
+            print(f"Warning: {placeholder_warning()}", file=sys.stderr)
     elif args.build == "answer-key":
         from course_utils.course.publish.answer_key import build_answer_key
 

@@ -5,7 +5,9 @@ real 2 x 4 mesh, the five lines are the source of `five_lines` (which the build
 calls, printing the shard it produced), and each mistake's message is what
 Keras or the course's checks say when the mistake is made. It writes
 `handout.html` and, printed by headless Chromium, `handout.pdf` (A4) and
-`handout-letter.pdf` (US Letter).
+`handout-letter.pdf` (US Letter). While `binder_repository` is still the placeholder
+`gh/OWNER/REPO`, the handout says the link is not set instead of printing one that leads nowhere,
+and the build warns (`HandoutWarning`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import html
 import inspect
 import os
 import textwrap
+import warnings
 from pathlib import Path
 from string import Template
 
@@ -22,6 +25,22 @@ from course_utils.course.publish.pdf import print_pdf
 
 TEMPLATE = Path(__file__).parent / "templates" / "handout" / "handout.html"
 PAPERS = {"handout.pdf": "A4", "handout-letter.pdf": "letter"}
+NO_LINK = "not set yet: ask your teacher for the class link"
+
+
+class HandoutWarning(UserWarning):
+    """The handout was built, but something on it is not what students should get (a placeholder link)."""
+
+
+def class_link() -> str:
+    """The class's Binder link for the handout, or `NO_LINK` with a `HandoutWarning` while it is a placeholder."""
+    from course_utils.course.publish.binder_links import links, placeholder_warning
+
+    problem = placeholder_warning()
+    if problem:
+        warnings.warn(f"The handout carries no Binder link: {problem}", HandoutWarning, stacklevel=2)
+        return NO_LINK
+    return links()["class"]
 
 
 def five_lines(build_model):
@@ -109,7 +128,6 @@ def lesson_mlp():
 def handout_parts(folder: str | os.PathLike = "notebooks") -> dict[str, str]:
     """The handout's figure, code, shard, mistakes and lesson list, each made from the course itself."""
     from course_utils import make_mesh, placement, setup_devices
-    from course_utils.course.publish.binder_links import links
     from course_utils.viz import draw_mesh
     from course_utils.viz.figures import figure_png
 
@@ -126,7 +144,7 @@ def handout_parts(folder: str | os.PathLike = "notebooks") -> dict[str, str]:
                              f"each of {len(kernel.devices)} devices"),
         "mistakes": "".join(_mistake_html(m) for m in mistakes(mesh, lesson_mlp)),
         "lessons": html.escape(lessons_line(folder)),
-        "class_link": html.escape(links()["class"]),
+        "class_link": html.escape(class_link()),
     }
 
 

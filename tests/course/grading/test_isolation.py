@@ -2,11 +2,14 @@
 
 Planted in one grading run of lesson 01 (`in_background`): a hand-in that rebinds `check`, one
 that patches the checkers' module, `Verdict.ok` and IPython's error display, one that swaps
-`wire` in `sys.modules`, one that deletes its classmates' hand-ins, one that is not JSON,
-one with an exercise cell twice, and one whose cell never ends; beside them a fully solved
-hand-in. Each is graded by the course's own check, or gets a zero with its reason, and the
-others are graded. Then: a second run while one holds the lock is refused, the teacher's
-`nbgrader_config.py` is kept, and `--timeout` is validated.
+`wire` in `sys.modules`, one that goes after the course (it deletes its classmates' hand-ins by
+relative and absolute path, finds the course directory from its ancestors' open files and command
+lines in /proc, overwrites the start of `gradebook.db`, reads the solutions, and leaves a process
+running in a session of its own), one that is not JSON, one with an exercise cell twice, and one
+whose cell never ends; beside them a fully solved hand-in. Each is graded by the course's own
+check, or gets a zero with its reason, and the others are graded; the gradebook and every
+hand-in come through whole, and no process is left. Then: a second run while one holds the lock is
+refused, the teacher's `nbgrader_config.py` is kept, and `--timeout` is validated.
 """
 
 import csv
@@ -39,16 +42,49 @@ SWAP = '''import sys, types
 _fake = types.ModuleType("course_utils.course.grading.wire")
 _fake.hand_in = lambda *args, **kwargs: None
 sys.modules["course_utils.course.grading.wire"] = _fake'''
-DELETE = '''import glob, os
+LINGER = "course-grading-test-lingers"  # in the command line of the process the hand-in leaves running
+DELETE = '''import glob, os, subprocess, sys
 for path in glob.glob("../../../submitted/*/lesson01/*.ipynb") + glob.glob("../../../../*/submitted/*/lesson01/*"):
     if "/del/" not in path:
-        os.remove(path)'''
+        os.remove(path)
+found, pid = set(), os.getpid()
+while pid > 1:  # the course directory, from an ancestor's open files (grading.lock) and command line (--out)
+    for fd in glob.glob(f"/proc/{pid}/fd/*"):
+        try:
+            if os.readlink(fd).endswith("/grading.lock"):
+                found.add(os.path.dirname(os.readlink(fd)))
+        except OSError:
+            pass
+    try:
+        words = open(f"/proc/{pid}/cmdline", "rb").read().decode().split("\\0")
+        found.update(words[i + 1] for i, word in enumerate(words[:-1]) if word == "--out")
+        pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        break
+found.add(COURSE)  # and by the absolute path a classmate could guess
+reached = []
+for course in found:
+    for path in glob.glob(course + "/submitted/*/lesson01/*.ipynb"):
+        if "/del/" not in path:
+            os.remove(path)
+            reached.append("deleted " + path)
+    try:
+        with open(course + "/gradebook.db", "r+b") as gradebook:
+            gradebook.write(b"overwritten by a hand-in" * 8)
+        reached.append("gradebook")
+    except OSError:
+        pass
+    for path in glob.glob(course + "/source/*/*.ipynb") + glob.glob(REPO + "/notebooks/*.ipynb"):
+        reached.append("read " + path + ": " + str(len(open(path).read())))
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", LINGER], start_new_session=True)
+print("REACHED", reached)'''
 TIMEOUT = 40  # seconds per cell: lesson 01's slowest cell takes a few
 
 
 def in_background(folder: Path) -> dict:
     """Lesson 01 built, eight hand-ins planted, graded once with a 40 s time limit per cell."""
     course = build_course(ROOT / "notebooks", folder / "course", only=("01",))
+    attack = f"COURSE, REPO, LINGER = {str(course)!r}, {str(ROOT)!r}, {LINGER!r}\n{DELETE}"
     release = course / "release" / "lesson01" / LESSON.name
     source = nbformat.read(course / "source" / "lesson01" / LESSON.name, as_version=4)
     right = _cell(source, "answer_01_1").source
@@ -56,7 +92,7 @@ def in_background(folder: Path) -> dict:
     _submit(course, "mal", _edited(release, {**WRONG, "answer_01_1": f'{WRONG["answer_01_1"]}\n{REBIND}'}))
     _submit(course, "tam", _edited(release, WRONG, before=TAMPER))
     _submit(course, "sub", _edited(release, WRONG, before=SWAP))
-    _submit(course, "del", _edited(release, {"answer_01_1": right}, before=DELETE))
+    _submit(course, "del", _edited(release, {"answer_01_1": right}, before=attack))
     (course / "submitted" / "nj" / "lesson01").mkdir(parents=True)
     (course / "submitted" / "nj" / "lesson01" / LESSON.name).write_text("answer = 'cpu:5'\n")  # not JSON
     twice = _edited(release, {"answer_01_1": right})
@@ -66,8 +102,11 @@ def in_background(folder: Path) -> dict:
     _submit(course, "quit", _edited(release, {"answer_01_1": right, "answer_01_2": "import os\nos._exit(0)"}))
     (course / "submitted" / "empty" / "lesson01").mkdir(parents=True)
     (course / "submitted" / "empty" / "lesson01" / LESSON.name).write_text("")  # an empty file
-    submissions, grades, left_out = grade(course, "lesson01", timeout=TIMEOUT)
-    return {"course": course, "submissions": submissions, "rows": list(csv.DictReader(grades.open()))}
+    handed_in = {p: p.read_bytes() for p in (course / "submitted").glob("*/lesson01/*")}
+    said = []
+    submissions, grades, left_out = grade(course, "lesson01", timeout=TIMEOUT, say=said.append)
+    return {"course": course, "submissions": submissions, "rows": list(csv.DictReader(grades.open())),
+            "said": said, "handed_in": handed_in}
 
 
 def _cell(notebook, grade_id):
@@ -115,6 +154,44 @@ def test_a_hand_in_cannot_reach_its_classmates(in_background):
     assert scores(course, "lesson01", "del")["test_01_1"] == 1.0
     assert {row["student_id"] for row in in_background["rows"]} == {"bob", "mal", "tam", "sub", "del", "nj", "dup",
                                                                      "slow", "quit", "empty"}
+
+
+def _reached(in_background) -> str:
+    """What the hand-in that goes after the course printed: the course's files it reached."""
+    executed = in_background["course"] / "autograded" / "del" / "lesson01" / LESSON.name
+    return next(line for cell in nbformat.read(executed, as_version=4).cells for output in cell.get("outputs", [])
+                for line in output.get("text", "").splitlines() if line.startswith("REACHED"))
+
+
+def test_the_gradebook_and_every_hand_in_come_through_a_hand_in_that_goes_after_them(in_background):
+    from course_utils.course.grading.safekeeping import gradebook_problem
+
+    course, said = in_background["course"], in_background["said"]
+    assert gradebook_problem(course / "gradebook.db") is None  # the next `grade` reads it
+    assert scores(course, "lesson01", "bob") == {"test_01_1": 1.0, "test_01_2": 1.0, "test_01_3": 1.0}
+    assert all(path.read_bytes() == data for path, data in in_background["handed_in"].items())
+    mode = next(line for line in said if line.startswith("Hand-ins run"))
+    if "bubblewrap sandbox" in mode:  # the course directory, the solutions and /proc's ancestors are out of reach
+        assert _reached(in_background) == "REACHED []", _reached(in_background)
+    else:  # no sandbox here: it reached them, and everything was put back, the teacher told
+        assert "Hand-ins run as your user, without a sandbox" in mode
+        assert "gradebook" in _reached(in_background)
+        note = _row(in_background, "del")["note"]
+        assert "this hand-in reached the course directory: changed gradebook.db" in note
+        assert "Everything was put back" in note and any(line.startswith("del: ") for line in said)
+    assert len(list((course / "gradebook-backups").glob("gradebook-2*.db"))) == 2  # before the run, and after
+
+
+def test_every_process_a_hand_in_started_is_stopped(in_background):
+    lingering = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and LINGER.encode() in (entry / "cmdline").read_bytes():
+                lingering.append(entry.name)
+        except OSError:
+            pass
+    assert _reached(in_background).startswith("REACHED")  # the hand-in ran to its end, its process started
+    assert lingering == [], f"processes a hand-in started outlived its grading: {lingering}"
 
 
 def test_a_broken_hand_in_gets_zero_with_its_reason_and_the_others_are_graded(in_background):
@@ -215,26 +292,52 @@ def test_grading_stopped_with_ctrl_c_stops_the_kernel_and_leaves_no_file(tmp_pat
 
     course = build_course(ROOT / "notebooks", tmp_path / "course", only=("01",))
     release = course / "release" / "lesson01" / LESSON.name
-    _submit(course, "ana", _edited(release, {}, before="import os, time\nopen(os.environ['MARK'], 'w')"
-                                                      ".write(str(os.getpid()))\ntime.sleep(120)"))
+    # the kernel marks its own folder (the one place a sandboxed hand-in may write), then waits
+    _submit(course, "ana", _edited(release, {}, before="import time\nopen('kernel-started', 'w').close()\n"
+                                                      "time.sleep(120)"))
     handed_in = (course / "submitted" / "ana" / "lesson01" / LESSON.name).read_bytes()
-    temporary, mark = tmp_path / "tmp", tmp_path / "kernel-pid"
+    temporary = tmp_path / "tmp"
     temporary.mkdir()
     process = subprocess.Popen([sys.executable, "-m", "course_utils.course", "grade", "lesson01",
                                 "--out", str(course)], cwd=ROOT, text=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(temporary), "MARK": str(mark)})
+                               stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(temporary)})
     deadline = time.monotonic() + 120
-    while not mark.exists() and time.monotonic() < deadline:
+    while not list(temporary.rglob("kernel-started")) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert mark.exists(), process.communicate(timeout=60)
+    assert list(temporary.rglob("kernel-started")), process.communicate(timeout=60)
     assert list(temporary.rglob("*.json"))  # the kernel's connection file, while it runs
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130 and "Stopped (Ctrl-C or a kill): every kernel and grading process" in err, err
     assert "Traceback" not in err
-    kernel, deadline = Path(f"/proc/{mark.read_text()}/stat"), time.monotonic() + 10
-    while kernel.exists() and kernel.read_text().split(") ")[-1][0] != "Z" and time.monotonic() < deadline:
-        time.sleep(0.1)  # killed (SIGKILL to its group) but not yet gone
-    assert not kernel.exists() or kernel.read_text().split(") ")[-1][0] == "Z"
+    deadline = time.monotonic() + 10
+    while _running_in(temporary) and time.monotonic() < deadline:
+        time.sleep(0.1)  # killed (SIGKILL to its tree) but not yet gone
+    assert _running_in(temporary) == []  # the kernel, the keeper, the sandbox: every one named its folder
     assert not list(temporary.iterdir())  # no connection file, no grading copy
     assert (course / "submitted" / "ana" / "lesson01" / LESSON.name).read_bytes() == handed_in
+
+
+def _running_in(folder: Path) -> list[str]:
+    """The live processes whose command line names `folder` (zombies are dead already)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(folder).encode() in (entry / "cmdline").read_bytes() \
+                    and (entry / "stat").read_text().rsplit(") ", 1)[-1][0] != "Z":
+                found.append(entry.name)
+        except (OSError, IndexError):
+            pass
+    return found
+
+
+def test_a_full_disk_is_named_not_called_a_database_error(tmp_path):
+    from course_utils.course.grading.isolation import _failure
+
+    (tmp_path / "junk").write_bytes(bytes(3 * 2**20))  # what the hand-in wrote
+    output = ("[AutogradeApp | ERROR] (sqlite3.OperationalError) database or disk is full\n"
+              "[AutogradeApp | ERROR] There was an error accessing the nbgrader database. This may occur if you "
+              "recently upgraded nbgrader.\n")
+    said = _failure(output, tmp_path)
+    assert said.startswith("the disk filled up while it ran ((sqlite3.OperationalError) database or disk is full)")
+    assert "grown to 3 MiB, written by the hand-in's code" in said and "nbgrader database" not in said

@@ -29,7 +29,7 @@ def in_background(folder: Path) -> dict:
     before = _hand_in(course)
     from course_utils.course.grading.assignment import grade_assignment as grade
 
-    submissions, grades, left_out = grade(course, "lesson01")
+    submissions, grades, left_out = grade(course, "lesson01", say=[].append)  # its lines: test_isolation
     return {"course": course, "before": before, "submissions": submissions, "grades": grades, "left_out": left_out}
 
 
@@ -151,6 +151,9 @@ def test_autograde_scores_known_submissions(in_background):
     assert left_out == [f"lesson{n}" for n in others]  # never handed in: left out
     assert {row["student_id"]: float(row["raw_score"]) for row in rows} == {"ada": 1.0, "bob": 3.0, "cy": 1.0,
                                                                             "dee": 1.0}
+    notes = {row["student_id"]: row["note"] for row in rows}  # what the console said is in grades.csv too
+    assert "01.2, 01.3 are still the blank handed out (0 points)" in notes["cy"]
+    assert "its answers to 01.1, 01.2 carried into nbgrader's release version" in notes["dee"]
 
 
 def test_a_blank_exercise_is_told_from_an_answer_in_every_lesson():

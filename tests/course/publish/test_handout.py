@@ -60,3 +60,28 @@ def test_the_mistakes_carry_the_real_messages():
     assert "(3, 3)" in found[0]["result"]  # Keras's own ValueError repeats the shape
     assert "d1/kernel" in found[1]["result"] and "whole path" in found[1]["result"]
     assert "on 1 device" in found[2]["result"]
+
+
+def test_a_placeholder_binder_link_is_never_printed_and_the_build_warns(monkeypatch):
+    import warnings
+
+    from course_utils.course.publish import binder_links
+    from course_utils.course.publish.handout import NO_LINK, HandoutWarning, class_link
+
+    monkeypatch.setattr(binder_links, "binder_repository", lambda pyproject=None: binder_links.PLACEHOLDER)
+    with pytest.warns(HandoutWarning, match=r"no Binder link: binder_repository .* is still the placeholder "
+                                            r"'gh/OWNER/REPO'.* Set it to your repository"):
+        assert class_link() == NO_LINK
+    monkeypatch.setattr(binder_links, "binder_repository", lambda pyproject=None: "gh/me/course")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert class_link() == "https://mybinder.org/v2/gh/me/course/student?urlpath=lab/tree/notebooks/00_start_here.ipynb"
+
+
+def test_the_built_handout_shows_the_link_only_once_it_is_set(built):
+    from course_utils.course.publish.binder_links import PLACEHOLDER, binder_repository
+    from course_utils.course.publish.handout import NO_LINK
+
+    page = (built[0] / "handout.html").read_text()
+    assert ("mybinder.org/v2/gh/OWNER/REPO" not in page and NO_LINK in page) if binder_repository() == PLACEHOLDER \
+        else f"mybinder.org/v2/{binder_repository()}/student" in page
