@@ -13,7 +13,8 @@ For a keras-hub backbone (axes "batch" and "model", as its `get_layout_map` name
 - "experts over model" (m > 1), for a mixture of experts whose map leaves the experts whole.
 For any other Keras model, maps derived from its graph (`layouts.derive.derive_layout_map`): on (n, 1) "data
 parallel" and "FSDP"; with a model axis, "tensor parallel" (Megatron's pairs, the rest whole) and, with a batch
-axis too, "FSDP + tensor parallel". A keras-hub backbone also gets its "derived map" wherever it has a model axis.
+axis too, "FSDP + tensor parallel". A keras-hub backbone also gets its derived "FSDP" on (n, 1) and its "derived
+map" wherever it has a model axis.
 `layouts=` adds your own maps, each tried on every shape.
 """
 
@@ -88,8 +89,9 @@ def _backbone_maps(backbone, mesh) -> dict:
         with_experts = _copy(official)
         with_experts[".*/experts/.*"] = (MESH_AXES[1], None, None)
         maps["experts over model"] = with_experts
-    if width > 1:
-        maps["derived map"] = derive_layout_map(backbone, mesh).layout_map
+    # derived from the graph: FSDP on any dimension that divides (the official map splits the heads, which 12 or 20
+    # heads cannot do over 8 devices), and the derived map with a model axis
+    maps["FSDP" if width == 1 else "derived map"] = derive_layout_map(backbone, mesh, tensor_parallel=width > 1).layout_map
     return maps
 
 

@@ -10,10 +10,13 @@ buffers those levers remove is read from the programs themselves, not guessed:
 - the step is compiled at three sequence lengths (s/4, s/2, s), with one block and with two, and XLA's
   temporary buffers are fitted exactly as `a + b s + c s^2` for each: `c s^2` is what grows with the square of
   the sequence (only attention's scores and its mask do), `b s` what grows with it (a token's vectors), `a`
-  what does not (the gradients, the weights FSDP gathers, working space);
+  what does not (the gradients, the weights FSDP gathers, working space), which is not used: XLA CPU sums each
+  FSDP gradient whole and gathers every weight for the whole step, an accelerator does neither; what it holds
+  instead is counted as `will_it_fit` counts it (each gradient's shard, two blocks' gathered weights);
 - with two blocks less one, each term per block: what each further block adds;
 - the activations are kept in the types the model computes them in (`memory.activations.kept_types`, from the
-  traced residuals) instead of the CPU's f32: `b` and `c` are scaled by that share.
+  traced residuals) instead of the CPU's f32: `b` and `c` are scaled by that share, the blocks' by theirs, the
+  rest (embedding, logits, loss) by its own.
 
 Fused attention drops every `c s^2`. Rematerialisation replaces each further block's `b s` (and `c s^2`) by its
 input (`rows x s x hidden`, in the compute type): one block, the last, is still held whole while it is
@@ -86,7 +89,7 @@ def seq_points(seq: int) -> tuple[int, int, int]:
 
 
 def levered_memory(one: dict[int, StepMemory], two: dict[int, StepMemory] | None, seq: int, depth: int | None,
-                   levers: Levers, kept, block_input: int) -> StepMemory:
+                   levers: Levers, kept, block_input: int, held: int) -> StepMemory:
     """A step's memory with the levers pulled, from its programs at `seq_points(seq)` with one block and two.
 
     Args:
@@ -96,21 +99,32 @@ def levered_memory(one: dict[int, StepMemory], two: dict[int, StepMemory] | None
         levers: What the run does.
         kept: `KeptTypes`: the share of the CPU's bytes an accelerator keeps, linear and quadratic.
         block_input: Bytes of one block's input on a device (what a rematerialised block keeps).
+        held: Bytes a device holds in the step that do not grow with the sequence, as an accelerator holds them:
+            its shard of every gradient and the weights FSDP gathers, two blocks at a time (`gradients_and_gathered`).
+            XLA CPU's own constant term is not used: it sums each FSDP gradient whole before slicing it, where an
+            accelerator reduce-scatters, and keeps every gathered weight for the whole step.
     """
     fused = levers.attention == "fused"
 
-    def narrow(terms: Terms) -> Terms:
-        return Terms(terms.constant, terms.linear * kept.linear, 0.0 if fused else terms.quadratic * kept.quadratic)
+    def narrow(terms: Terms, linear: float, quadratic: float) -> Terms:
+        return Terms(terms.constant, terms.linear * linear, 0.0 if fused else terms.quadratic * quadratic)
 
-    base = narrow(fitted({s: m.temporaries for s, m in one.items()}, seq))
-    temporaries = base.constant + base.linear + base.quadratic
+    whole = fitted({s: m.temporaries for s, m in one.items()}, seq)
+    if two is None:  # one program, one share for all of it
+        base = narrow(whole, kept.block_linear, kept.block_quadratic)
+    else:  # the first block at the blocks' share, the rest (embedding, logits, loss) at theirs
+        block = fitted({s: m.temporaries for s, m in two.items()}, seq) - whole
+        outside = whole - block
+        base = Terms(whole.constant, outside.linear * kept.linear + block.linear * kept.block_linear,
+                     0.0 if fused else outside.quadratic * kept.quadratic + block.quadratic * kept.block_quadratic)
+    temporaries = held + base.linear + base.quadratic
     pulled = ["attention fused" if fused else "", "blocks rematerialised" if levers.remat else ""]
     how = f"compiled at {', '.join(f'{s:,}' for s in sorted(one))} tokens, fitted, {' and '.join(filter(None, pulled))}"
     memory = one[seq]
     if two is not None and depth:
-        added = narrow(fitted({s: m.temporaries for s, m in two.items()}, seq)) - base
-        block = added.constant + (block_input if levers.remat else added.linear + added.quadratic)
-        temporaries += (depth - 1) * block
+        added = narrow(block, kept.block_linear, kept.block_quadratic)
+        per_block = block_input if levers.remat else added.linear + added.quadratic
+        temporaries += (depth - 1) * per_block
         grown = {f: getattr(one[seq], f) + (depth - 1) * (getattr(two[seq], f) - getattr(one[seq], f))
                  for f in ("arguments", "outputs", "aliased")}
         memory = replace(one[seq], **grown)

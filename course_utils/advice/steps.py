@@ -22,7 +22,7 @@ class Steps:
     def __init__(self, model, batch: int, seq: int | None, language: bool, levers: Levers = Levers()):
         from course_utils.memory.compiled import language_model_step
 
-        self.levers, self.seq, self.depth, self.language = levers, seq, None, language
+        self.levers, self.seq, self.depth, self.language, self.model = levers, seq, None, language, model
         rows = levers.micro_batch or batch
         self.rows = rows
         if not language:
@@ -60,13 +60,27 @@ class Steps:
             return whole
         memory = levered_memory({s: p.memory for (n, s), p in programs.items() if n in (1, None)},
                                 {s: p.memory for (n, s), p in programs.items() if n == 2} or None, seq, self.depth,
-                                self.levers, self.kept, self._block_input(candidate))
+                                self.levers, self.kept, self._block_input(candidate),
+                                gradients_and_gathered(self.model, candidate))
         return replace(whole, memory=memory, recomputed=whole.flops / 3 if self.levers.remat else 0.0)
 
     def _block_input(self, candidate: Candidate) -> int:
         """Bytes of one block's input on a device: its rows of the batch, each of `seq` tokens of `hidden`."""
         itemsize = 2 if "16" in str(self.compute_dtype) else 4
         return self.rows // candidate.mesh_shape[0] * self.seq * self.hidden * itemsize
+
+
+def gradients_and_gathered(model, candidate: Candidate) -> int:
+    """Bytes a device holds in a step beside its state and activations, by `will_it_fit`'s rules: its shard of every
+    gradient (the fullest device's) and the weights FSDP gathers (the two largest blocks' at a time)."""
+    from course_utils.layouts.layout_map import layout_rows
+    from course_utils.memory.fit import gathered_weights
+    from course_utils.memory.state import planned_memory
+
+    distribution = candidate.distribution()
+    gradients = max(row.gradients for row in planned_memory(model, distribution).rows)
+    return gradients + gathered_weights(layout_rows(model, distribution, compare_arrays=False),
+                                        candidate.mesh_shape[0])
 
 
 def _tokens(rows: int, seq: int) -> tuple:

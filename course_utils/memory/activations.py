@@ -86,27 +86,35 @@ def _traced_bytes(backbone_class, config: dict, batch: int, seq: int) -> int:
 @dataclass(frozen=True)
 class KeptTypes:
     """The share of a step's kept activations' bytes that their own types take, against f32 for every one: how
-    much of what XLA CPU keeps (it computes and keeps bf16 values as f32) an accelerator keeps.
-
-    Attributes:
-        linear: The share for the activations that grow with the sequence (a token's vectors).
-        quadratic: The share for those that grow with its square (attention's scores: two sequence dimensions).
+    much of what XLA CPU keeps (it computes and keeps bf16 values as f32) an accelerator keeps. Each for the
+    activations that grow with the sequence (a token's vectors) and with its square (attention's scores: two
+    sequence dimensions), outside the decoder blocks (the embedding, the logits and the loss) and in each block.
     """
 
     linear: float
     quadratic: float
+    block_linear: float
+    block_quadratic: float
 
 
 def kept_types(backbone_class, config: dict, batch: int, seq: int) -> KeptTypes:
-    """`KeptTypes` of a keras-hub language model's step, from its traced residuals (shapes only)."""
-    shares = {}
-    residuals = _residuals(backbone_class, config, batch, seq)
+    """`KeptTypes` of a keras-hub language model's step, from its traced residuals with one block and with two
+    (shapes only)."""
+    one, two = (_kept_bytes(_residuals(backbone_class, {**config, "num_layers": n}, batch, seq)) for n in (1, 2))
+    shares = []
     for quadratic in (False, True):
-        picked = [(size, itemsize) for size, itemsize, q in residuals if q == quadratic]
-        own = sum(size * itemsize for size, itemsize in picked)
-        wide = sum(size * max(itemsize, 4) for size, itemsize in picked)
-        shares[quadratic] = own / wide if wide else 1.0
-    return KeptTypes(linear=shares[False], quadratic=shares[True])
+        own, wide = one[quadratic]
+        block_own, block_wide = two[quadratic][0] - own, two[quadratic][1] - wide
+        outside_own, outside_wide = own - block_own, wide - block_wide
+        shares += [outside_own / outside_wide if outside_wide > 0 else 1.0,
+                   block_own / block_wide if block_wide > 0 else 1.0]
+    return KeptTypes(linear=shares[0], block_linear=shares[1], quadratic=shares[2], block_quadratic=shares[3])
+
+
+def _kept_bytes(residuals) -> dict[bool, tuple[int, int]]:
+    """{grows with seq squared: (bytes in their own types, bytes were each f32 or wider)}."""
+    return {q: (sum(n * size for n, size, r in residuals if r == q), sum(n * max(size, 4) for n, size, r in residuals
+                                                                            if r == q)) for q in (False, True)}
 
 
 def _residuals(backbone_class, config: dict, batch: int, seq: int) -> list[tuple[int, int, bool]]:

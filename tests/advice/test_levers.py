@@ -1,0 +1,75 @@
+"""The memory levers real runs pull, applied to compiled steps: fused attention drops what grows with the square of
+the sequence, rematerialisation keeps each block's input, micro-batches run the step several times."""
+
+import keras_hub
+import pytest
+
+from course_utils import advise
+from course_utils.advice.levers import Levers, fitted, seq_points
+from course_utils.memory.presets import abstract_model
+
+LLAMA = dict(vocabulary_size=512, num_layers=4, num_query_heads=8, num_key_value_heads=8, hidden_dim=64,
+             intermediate_dim=256)
+
+
+def test_the_fit_is_exact_through_its_three_points():
+    terms = fitted({s: 7 + 3 * s + 2 * s * s for s in (64, 128, 256)}, 256)
+    assert (round(terms.constant), round(terms.linear), round(terms.quadratic)) == (7, 3 * 256, 2 * 256 * 256)
+    assert seq_points(1024) == (256, 512, 1024)
+
+
+@pytest.fixture(scope="module")
+def levered():
+    llama = abstract_model(keras_hub.models.LlamaBackbone, LLAMA, dtype="mixed_bfloat16")
+    shapes = [(8, 1)]
+    return {name: advise(llama, devices="8xH100-80GB", batch=16, seq=seq, mesh_shapes=shapes, **kwargs)
+            for name, seq, kwargs in (("compiled", 1024, {}), ("fused", 1024, dict(attention="fused")),
+                                      ("fused 2x", 2048, dict(attention="fused")),
+                                      ("fused remat", 1024, dict(attention="fused", remat=True)),
+                                      ("micro", 1024, dict(attention="fused", micro_batch=8)))}
+
+
+def _row(advice):
+    return advice.row("FSDP", (8, 1))
+
+
+def test_fused_attention_drops_what_grows_with_the_square_of_the_sequence(levered):
+    compiled, fused, doubled = (_row(levered[k]).program.memory.peak for k in ("compiled", "fused", "fused 2x"))
+    assert fused < compiled / 2  # at 1,024 tokens a row, the scores of 8 heads dwarf the rest
+    activations = _row(levered["fused"]).program.memory.temporaries
+    # fused, the activations grow with the sequence, not its square: twice the tokens, at most twice the bytes
+    assert _row(levered["fused 2x"]).program.memory.temporaries < 2.05 * activations
+    assert doubled < 2 * fused and "attention fused" in _row(levered["fused"]).program.memory.how
+
+
+def test_rematerialisation_keeps_each_blocks_input_and_computes_a_forward_pass_again(levered):
+    fused, remat = _row(levered["fused"]), _row(levered["fused remat"])
+    assert remat.program.memory.peak < fused.program.memory.peak
+    assert remat.program.recomputed == pytest.approx(remat.program.flops / 3)
+    assert remat.time.compute_total == pytest.approx(fused.time.compute_total * 4 / 3, rel=1e-6)
+    assert "blocks rematerialised" in remat.program.memory.how
+
+
+def test_micro_batches_hold_one_micro_batch_and_run_the_step_as_often(levered):
+    whole, micro = _row(levered["fused"]), _row(levered["micro"])
+    assert micro.micro_steps == 2 and micro.program.memory.peak < whole.program.memory.peak
+    assert micro.tokens == whole.tokens  # the same work a step
+    assert micro.time.compute_total == pytest.approx(whole.time.compute_total, rel=0.05)
+    assert "2 micro-batches of 8" in levered["micro"].title
+
+
+@pytest.mark.parametrize("given, words", [
+    (dict(attention="flash"), r"attention is one of \('as compiled', 'fused'\)"),
+    (dict(remat="yes"), r"remat is True .* Received: remat='yes'"),
+    (dict(micro_batch=3), r"micro_batch=3 does not divide the batch of 16"),
+    (dict(micro_batch=0), r"micro_batch is the rows of one micro-step, a whole number above 0"),
+    (dict(attention="fused", seq=30), r"give a seq that divides by 4, at least 16. Received: seq=30"),
+])
+def test_the_levers_are_checked_before_anything_compiles(given, words):
+    llama = abstract_model(keras_hub.models.LlamaBackbone, LLAMA)
+    with pytest.raises(ValueError, match=words):
+        advise(llama, devices="8xH100-80GB", **{"batch": 16, "seq": 32, **given})
+
+
+def test_the_default_is_no_lever():
+    assert Levers() == Levers("as compiled", False, None) and not Levers().memory and Levers().steps(16) == 1
