@@ -12,6 +12,7 @@ import re
 
 INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*(?:\(.*?\)|\S+)\s+([\w\-]+)\(([^)]*)\)")
 COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%([\w.\-]+)\s*\(.*\{\s*$")
+_KNOWN_TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
 _CALLS = re.compile(r"\b(calls|to_apply|body|condition|branch_computations|called_computations)="
                     r"(\{[^}]*\}|%[\w.\-]+)")
 
@@ -19,8 +20,8 @@ _CALLS = re.compile(r"\b(calls|to_apply|body|condition|branch_computations|calle
 def executions(hlo: str) -> dict[str, int]:
     """How many times each computation of a compiled program runs in one call of it: the entry once, any
     other as often as the instructions that call it run, a loop's body as often as the loop goes round
-    (`_trip_count`, read from its counter). 0 for a loop whose count the program does not show, and for
-    what its body calls.
+    (the `known_trip_count` XLA writes on a loop it analysed, else `_trip_count`, read from its counter).
+    0 for a loop whose count the program does not show, and for what its body calls.
 
     Example:
         >>> executions(compiled.as_text())["all-reduce-scatter.1"]
@@ -61,7 +62,9 @@ def runs_of(order, instructions, roots, entry) -> dict[str, int]:
             called = {what: re.findall(r"%([\w.\-]+)", names) for what, names in _CALLS.findall(line)}
             trips = 1
             if opcode == "while":
-                trips = _trip_count(instructions, roots, caller, operands, called["condition"][0], called["body"][0])
+                known = _KNOWN_TRIPS.search(line)  # XLA CPU writes the count of a loop it analysed
+                trips = int(known.group(1)) if known else \
+                    _trip_count(instructions, roots, caller, operands, called["condition"][0], called["body"][0])
             for what, names in called.items():
                 for callee in names:
                     runs[callee] = runs.get(callee, 0) + runs[caller] * (trips if what in ("body", "condition") else 1)
