@@ -89,3 +89,15 @@ def ring_permutes(answer) -> str | None:
         return "The program writes 2 permutes, inside a loop: how many times does the loop go round?"
     return (f"{answer} is not it. Each step a device attends to the block it holds, then passes it on; count the "
             f"steps that send, and the arrays each step sends.")
+
+
+def read_by(hlo: str, name: str) -> list[tuple[str, str]]:
+    """(name, result type) of every instruction of a compiled program that reads the result of `name`: what the
+    lesson's claims read to see that XLA CPU slices an all-reduce's result (a reduce-scatter, written in two)."""
+    import re
+
+    from course_utils.communication.runs import read_computations
+
+    _, instructions, _, _ = read_computations(hlo.splitlines())
+    return [(other, line.split("=", 1)[1].split()[0]) for found in instructions.values()
+            for other, (_, operands, line) in found.items() if name in operands and re.search(r"\S", line)]

@@ -51,7 +51,7 @@ def draw_block_memory(rows, *, title: str = "") -> Figure:
 def draw_ring(steps, *, title: str = "") -> Figure:
     """One row per device, one column per step of ring attention: each cell names the block of keys and values
     the device holds at that step, in the colour of the device it started on, and says what its queries see of
-    it (every key, the causal triangle of its own block, or nothing: all masked). Arrows: where the block goes next.
+    it: every key, the keys up to each query in its own block (outlined), or nothing (all masked, grey).
 
     Args:
         steps: `RingStep`s (`course_utils.sequence.ring_schedule`).
@@ -63,10 +63,9 @@ def draw_ring(steps, *, title: str = "") -> Figure:
     for s in steps:
         y = n - 1 - s.device
         color = device_color(s.block) if s.seen != "none" else COPY_COLOR
-        ax.add_patch(_cell(s.step, y, color, hatch="//" if s.seen == "diagonal" else None))
-        label = f"kv {s.block}" if s.seen != "none" else f"kv {s.block}\nmasked"
-        box = dict(facecolor=color, edgecolor="none", pad=1.5) if s.seen == "diagonal" else None
-        ax.text(s.step + 0.5, y + 0.5, label, ha="center", va="center", fontsize=SMALL, bbox=box,
+        ax.add_patch(_cell(s.step, y, color, own=s.seen == "diagonal"))
+        label = {"all": f"kv {s.block}", "diagonal": f"kv {s.block}\ncausal", "none": f"kv {s.block}\nmasked"}[s.seen]
+        ax.text(s.step + 0.5, y + 0.5, label, ha="center", va="center", fontsize=SMALL,
                 color=text_color(color) if s.seen != "none" else "#555555")
     ax.set_xlim(0, n)
     ax.set_ylim(0, n)
@@ -76,18 +75,19 @@ def draw_ring(steps, *, title: str = "") -> Figure:
     ax.set_aspect("auto")
     for side in ax.spines.values():
         side.set_visible(False)
-    ax.set_xlabel("each step: attend to the block held, then pass it to the next device (cpu:i → cpu:i+1)",
+    ax.set_xlabel("each step: attend to the block held, then pass it to the next device (cpu:i → cpu:i+1); "
+                  "the last step sends nothing",
                   fontsize=SMALL)
-    fig.legend(handles=[_cell(0, 0, NEUTRAL_COLOR, hatch="//"), _cell(0, 0, COPY_COLOR)],
-              labels=["own block: causal triangle", "masked: later tokens, computed for nothing"],
+    fig.legend(handles=[_cell(0, 0, NEUTRAL_COLOR, own=True), _cell(0, 0, COPY_COLOR)],
+              labels=["own block: each query sees the keys up to itself", "masked: later tokens, computed for nothing"],
               loc="outside lower center", ncols=2, fontsize=SMALL)
     if title:
         fig.suptitle(wrap(title, chars_across(1.05 * n + 2.0, FONT)), fontsize=FONT)
     return fig
 
 
-def _cell(x: float, y: float, color: str, *, hatch: str | None = None):
+def _cell(x: float, y: float, color: str, *, own: bool = False):
     from matplotlib.patches import Rectangle
 
-    return Rectangle((x + 0.04, y + 0.06), 0.92, 0.88, facecolor=color, edgecolor="white", hatch=hatch,
-                     linewidth=1.0, gid=BLOCK_GID)
+    return Rectangle((x + 0.06, y + 0.08), 0.88, 0.84, facecolor=color, edgecolor="black" if own else "white",
+                     linewidth=2.5 if own else 1.0, gid=BLOCK_GID)
