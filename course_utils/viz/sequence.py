@@ -58,14 +58,14 @@ def draw_ring(steps, *, title: str = "") -> Figure:
         title: The figure's title.
     """
     n = 1 + max(s.device for s in steps)
-    fig = Figure(figsize=(1.05 * n + 2.2, 0.52 * n + 1.9), layout="constrained")
+    fig = Figure(figsize=(1.05 * n + 2.2, 0.4 * n + 1.5), layout="constrained")
     ax = fig.subplots()
     for s in steps:
         y = n - 1 - s.device
         color = device_color(s.block) if s.seen != "none" else COPY_COLOR
         ax.add_patch(_cell(s.step, y, color, own=s.seen == "diagonal"))
-        label = {"all": f"kv {s.block}", "diagonal": f"kv {s.block}\ncausal", "none": f"kv {s.block}\nmasked"}[s.seen]
-        ax.text(s.step + 0.5, y + 0.5, label, ha="center", va="center", fontsize=SMALL,
+        label = f"kv {s.block}" if s.seen != "none" else f"(kv {s.block})"
+        ax.text(s.step + 0.5, y + 0.5, label, ha="center", va="center", fontsize=FONT,
                 color=text_color(color) if s.seen != "none" else "#555555")
     ax.set_xlim(0, n)
     ax.set_ylim(0, n)
@@ -79,7 +79,7 @@ def draw_ring(steps, *, title: str = "") -> Figure:
                   "the last step sends nothing",
                   fontsize=SMALL)
     fig.legend(handles=[_cell(0, 0, NEUTRAL_COLOR, own=True), _cell(0, 0, COPY_COLOR)],
-              labels=["own block: each query sees the keys up to itself", "masked: later tokens, computed for nothing"],
+              labels=["own block: each query sees the keys up to itself", "(kv i): masked, later tokens computed for nothing"],
               loc="outside lower center", ncols=2, fontsize=SMALL)
     if title:
         fig.suptitle(wrap(title, chars_across(1.05 * n + 2.0, FONT)), fontsize=FONT)
