@@ -44,9 +44,10 @@ def ring_memory(answer) -> str | None:
     if answer == expected:
         return None
     sizes = attention_memory(TOKENS, devices=DEVICES, itemsize=BF16, **_llama_attention())
-    if answer == sizes.gathered_kv:
-        return ("That is the keys and values of the whole sequence: what XLA's all-gather puts on every device. "
-                "The ring never holds them all; how many blocks does a device hold at once?")
+    if answer == sizes.gathered_kv:  # also the ring's blocks counted with the 32 query heads instead of 8
+        return ("That is 4 times too much: the keys and values of the whole sequence (what XLA's all-gather puts on "
+                "every device), or the ring's blocks counted with Llama's query heads. The ring never holds the whole "
+                "sequence, and keys and values have their own, fewer heads.")
     if answer * 2 == expected:
         return ("One block is what a device attends to; while it does, the next block arrives from its neighbour. "
                 "Count both.")
