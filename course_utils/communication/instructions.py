@@ -3,7 +3,7 @@
 `read_program(compiled.as_text())` gives a `Program`: its computations in written order, each a dict of
 `Instruction`s (name, opcode, result arrays, operands, and the attributes the course reads: device groups,
 channel and chain, `op_name`, the computations it calls, its tuple index, parameter number, constant, compare
-direction, a dot's contracting dimensions), each computation's ROOT, and the entry. Every reader of a program
+direction, a loop's known trip count, a dot's contracting dimensions), each computation's ROOT, and the entry. Every reader of a program
 reads these records (`hlo.collective_ops`, `runs.executions`, `widened.Widening`, `flops.dot_flops`); none
 searches the program's text again.
 
@@ -43,6 +43,7 @@ _INDEX = re.compile(r"\bindex=(\d+)")
 _DIRECTION = re.compile(r"\bdirection=(\w+)")
 _CONTRACTING = re.compile(r"\blhs_contracting_dims=\{([0-9,]*)\}")
 _BATCH = re.compile(r"\blhs_batch_dims=\{([0-9,]*)\}")
+_KNOWN_TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
 
 
 class UnknownElementType(ValueError):
@@ -96,6 +97,7 @@ class Instruction:
         direction: A compare's direction ("LT"), None otherwise.
         channel: Its channel id, None when it has none.
         chain: The chain id of an asynchronous collective fusion (a TPU's), None when none.
+        known_trips: The trip count XLA writes on a loop it analysed (`backend_config`), None otherwise.
         contracting: A dot's contracting dimensions of its first operand (empty otherwise).
         batch_dims: A dot's batch dimensions of its first operand (empty otherwise).
         attributes: What the line writes after the operands (for what no field above reads).
@@ -116,6 +118,7 @@ class Instruction:
     direction: str | None = None
     channel: int | None = None
     chain: str | None = None
+    known_trips: int | None = None
     contracting: tuple[int, ...] = ()
     batch_dims: tuple[int, ...] = ()
     attributes: str = ""
@@ -230,6 +233,7 @@ def read_instruction(line: str, computation: str = "") -> Instruction | None:
         constant=inside.strip() if op == "constant" else None,
         direction=direction.group(1) if direction and op == "compare" else None,
         channel=found["channel"], chain=chain.group(1) if chain else None,
+        known_trips=_int(_KNOWN_TRIPS, attributes) if op == "while" else None,
         contracting=_dims(_CONTRACTING, attributes), batch_dims=_dims(_BATCH, attributes), attributes=attributes)
 
 

@@ -17,8 +17,8 @@ _LOOPED = ("body", "condition")
 def executions(hlo: str | Program) -> dict[str, int]:
     """How many times each computation of a compiled program runs in one call of it: the entry once, any
     other as often as the instructions that call it run, a loop's body as often as the loop goes round
-    (`_trip_count`, read from its counter). 0 for a loop whose count the program does not show, and for
-    what its body calls.
+    (the `known_trip_count` XLA writes on a loop it analysed, else `_trip_count`, read from its counter). 0 for
+    a loop whose count the program does not show, and for what its body calls.
 
     Example:
         >>> executions(compiled.as_text())["all-reduce-scatter.1"]
@@ -29,7 +29,10 @@ def executions(hlo: str | Program) -> dict[str, int]:
     runs[program.entry] = 1
     for caller in reversed(list(program.computations)):  # XLA writes a computation before those that call it
         for instruction in program.computations[caller].values():
-            trips = _trip_count(program, instruction) if instruction.opcode == "while" else 1
+            trips = 1
+            if instruction.opcode == "while":  # the count XLA writes on a loop it analysed, else read from its counter
+                known = instruction.known_trips
+                trips = known if known is not None else _trip_count(program, instruction)
             for what, names in instruction.calls.items():
                 for callee in names:
                     runs[callee] = runs.get(callee, 0) + runs[caller] * (trips if what in _LOOPED else 1)

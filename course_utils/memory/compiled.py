@@ -47,17 +47,21 @@ class StepMemory:
         return self.arguments + self.outputs + self.temporaries - self.aliased
 
 
-def step_memory(model, distribution, batch) -> StepMemory:
+def step_memory(model, distribution, batch, *, quick: bool = False) -> StepMemory:
     """Bytes per device of one training step of `model` under `distribution`, from XLA's compiled program.
 
     Args:
         model: A compiled Keras model (real, or shape-only: `presets.abstract_model`; nothing is allocated).
         distribution: The distribution the step runs under.
         batch: `(x, y[, sample_weight])` as `jax.ShapeDtypeStruct`s or arrays (shapes and dtypes are read).
+        quick: Compile with XLA's backend optimisations off (`xla_settings.READING_COMPILE`), several times
+            sooner: the same state and batch, and temporaries within 0.5 % (tests/memory/test_compiled.py).
     """
     from course_utils.communication.train_step import training_batch
+    from course_utils.xla_settings import READING_COMPILE
 
-    return memory_of(compile_train_step(model, distribution, training_batch(model, batch), options=None, donate=True))
+    return memory_of(compile_train_step(model, distribution, training_batch(model, batch),
+                                        options=READING_COMPILE if quick else None, donate=True))
 
 
 def memory_of(compiled) -> StepMemory:

@@ -54,6 +54,16 @@ def test_a_shape_only_step_needs_what_the_real_models_step_needs():
     assert planned.peak == planned.arguments + planned.outputs + planned.temporaries - planned.aliased
 
 
+def test_a_quick_compile_counts_the_same_state_and_nearly_the_same_temporaries():
+    """XLA's backend optimisations (off in `quick`) change how fast a program runs, and its temporary buffers by
+    a few hundred bytes at most: the state and the batch not at all."""
+    dist = distribution_for(keras_hub.models.GemmaBackbone, make_mesh((2, 4), MESH_AXES), "official")
+    model = _shape_only_lm(GEMMA)
+    quick, full = step_memory(model, dist, _tokens(8, 16), quick=True), step_memory(model, dist, _tokens(8, 16))
+    assert (quick.arguments, quick.outputs, quick.aliased) == (full.arguments, full.outputs, full.aliased)
+    assert abs(quick.temporaries - full.temporaries) <= 0.005 * full.temporaries
+
+
 def test_each_further_block_counts_as_the_second():
     dist = distribution_for(keras_hub.models.GemmaBackbone, make_mesh((2, 4), MESH_AXES), "official")
     whole = step_memory(_shape_only_lm(GEMMA), dist, _tokens(8, 64))

@@ -72,7 +72,18 @@ def _figures():
         "06-processes-4": lambda: draw_process_mesh(process_ownership((2, 4), processes=4)),
         "08-will-it-fit": _fit_08,
         "09-will-it-fit-activations": _fit_09,
+        "11-ring-attention": _ring_11,
+        "11-sequence-placement": lambda: draw_placement(planned_placement(
+            (16, 32, 64), TensorLayout(("batch", "model", None), make_mesh((2, 4), ("batch", "model")))),
+            title="decoder_block_0/output: 16 sequences x 32 tokens x 64, split ('batch', 'model', None)"),
     }
+
+
+def _ring_11():
+    """Lesson 11's ring attention over 8 devices, causal."""
+    from course_utils import draw_ring, ring_schedule
+
+    return draw_ring(ring_schedule(8), title="Ring attention over 8 devices, causal: the key/value block each device holds")
 
 
 def _collectives_03():
