@@ -110,7 +110,7 @@ def kv_cache_per_device(answer) -> str | None:
     for known, hint in hints.items():
         if math.isclose(ratio, known, rel_tol=1e-9):
             return hint
-    if math.isclose(ratio, 0.5 * 1.0, rel_tol=1e-9) or ratio < 1:
+    if ratio < 1:
         return ("Too few bytes. The cache's shape is (sequences, layers, 2, tokens, key/value heads, head size): "
                 "multiply it out, times 2 bytes, and divide by the devices that split it.")
     return ("Too many bytes. The cache's shape is (sequences, layers, 2, tokens, key/value heads, head size): "
