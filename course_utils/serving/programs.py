@@ -35,6 +35,7 @@ class ProgramReading:
 
     collectives: tuple
     flops: float
+    output_specs: tuple = ()  # the PartitionSpec XLA gave each output
 
     def __str__(self) -> str:
         return ", ".join(f"{c.count} {c.kind} over {'+'.join(c.axes)} ({c.bytes:,} B)" for c in self.collectives) \
@@ -44,13 +45,18 @@ class ProgramReading:
 def read_program(step, *args, mesh) -> ProgramReading:
     """Compiles one call of a jitted `step` on `args` (arrays, or `jax.ShapeDtypeStruct`s with their shardings)
     to be read, never run (`xla_settings.READING_COMPILE`), and reads, per device, its collectives over the axes
-    of `mesh` (a Keras `DeviceMesh`) and the FLOPs of its matrix products (`product_flops`)."""
+    of `mesh` (a Keras `DeviceMesh`) and the FLOPs of its matrix products (`product_flops`), and the layout XLA
+    gave each output."""
     from course_utils.communication.hlo import collective_ops, summed
     from course_utils.xla_settings import READING_COMPILE
 
-    text = step.lower(*args).compile(READING_COMPILE).as_text()
+    import jax
+
+    compiled = step.lower(*args).compile(READING_COMPILE)
+    text = compiled.as_text()
     ops = summed(collective_ops(text, tuple(mesh.axis_names), tuple(mesh.shape)))
-    return ProgramReading(tuple(ops), product_flops(text))
+    specs = tuple(getattr(s, "spec", None) for s in jax.tree_util.tree_leaves(compiled.output_shardings))
+    return ProgramReading(tuple(ops), product_flops(text), specs)
 
 
 _DIMS = re.compile(r"\[([0-9,]*)\]")

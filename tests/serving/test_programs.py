@@ -48,3 +48,4 @@ def test_a_program_split_over_model_sums_its_partial_products_over_model():
     assert [(c.kind, c.axes, c.count) for c in found.collectives] == [("all-reduce", ("model",), 1)]
     assert found.flops == 2 * 4 * 16 * 16  # each device: 4 rows, a quarter of the 64 contracted
     assert str(found) == "1 all-reduce over model (256 B)"
+    assert [tuple(spec) for spec in found.output_specs] == [("batch",)]  # rows over batch, the sum whole
