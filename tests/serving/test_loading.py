@@ -43,12 +43,13 @@ def test_the_peaks_add_up_the_blocks_and_the_largest_weight(serving):
     assert [peak for _, peak in peaks.rows()] == [peaks.whole_then_split, 2 * held, held]
 
 
-def test_a_weights_h5_value_reaches_its_variable_whole_on_the_default_device(serving, tmp_path, monkeypatch):
-    """`from_preset`'s route: each saved value is assigned whole, made a whole array on one device, then split."""
+@pytest.mark.parametrize("route", ["from_preset", "load_weights"])
+def test_a_weights_h5_value_reaches_its_variable_whole_on_the_default_device(route, serving, tmp_path, monkeypatch):
+    """`from_preset`'s route (a preset saved here, nothing downloaded), and the `load_weights` of a `.weights.h5`
+    file it ends in: each saved value is assigned whole, made a whole array on one device, then split."""
     source = _built(serving)
-    source.save_weights(tmp_path / "model.weights.h5")
-    target = _built(serving)
-    variable_class = type(target.weights[0])
+    source.save_to_preset(str(tmp_path / "preset"))
+    variable_class = type(source.weights[0])
     seen = []
     assign = variable_class._direct_assign
 
@@ -56,14 +57,21 @@ def test_a_weights_h5_value_reaches_its_variable_whole_on_the_default_device(ser
         seen.append((self.path, tuple(value.shape), value.sharding))
         return assign(self, value)
 
-    monkeypatch.setattr(variable_class, "_direct_assign", watched)
-    target.load_weights(tmp_path / "model.weights.h5")
+    if route == "load_weights":
+        target = _built(serving)
+        monkeypatch.setattr(variable_class, "_direct_assign", watched)
+        target.load_weights(tmp_path / "preset" / "model.weights.h5")
+    else:
+        monkeypatch.setattr(variable_class, "_direct_assign", watched)
+        with serving.scope():
+            target = keras_hub.models.GemmaBackbone.from_preset(str(tmp_path / "preset"))
     monkeypatch.undo()
-    assert {path for path, _, _ in seen} == {v.path for v in target.weights}
-    assert all(shape == tuple(v.shape) for v, (_, shape, _) in zip(sorted(target.weights, key=lambda v: v.path),
-                                                                     sorted(seen)))
-    assert all(sharding.device_set == {jax.devices()[0]} for _, _, sharding in seen)
-    assert all(np.array_equal(a, b) for a, b in zip(source.weights, target.weights))
+    loaded = {path: (shape, sharding) for path, shape, sharding in seen if path in {v.path for v in target.weights}}
+    assert set(loaded) == {v.path for v in target.weights}
+    assert all(loaded[v.path][0] == tuple(v.shape) for v in target.weights)  # each value whole
+    assert all(sharding.device_set == {jax.devices()[0]} for _, sharding in loaded.values())  # on one device
+    assert all(np.array_equal(a, b) and a.value.sharding == b.value.sharding
+               for a, b in zip(source.weights, target.weights))  # then split as the layout says
 
 
 def test_load_weights_of_an_orbax_folder_holds_the_blocks_twice_at_its_peak(serving, tmp_path, monkeypatch):
