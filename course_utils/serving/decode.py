@@ -29,7 +29,7 @@ class DecodeProgram:
         tokens: Tokens the cache holds for each sequence (the context).
         weight_bytes: Bytes of weights one device holds, each read once per step.
         cache_bytes: Bytes of KV cache one device holds, read once per step.
-        flops: Floating-point operations per device (`cost_analysis()["flops"]`).
+        flops: FLOPs of its matrix products per device (`programs.product_flops`).
         collectives: `communication.hlo.Collective`s of one step, summed by kind and mesh axes.
         how: How it was found ("compiled whole", or from one and two blocks).
     """
@@ -67,27 +67,34 @@ def read_decode(model, distribution, *, batch: int, tokens: int, dtype="bfloat16
     A model of several alike blocks is compiled with one and with two, and the second block's share counted for
     every further one (seconds instead of minutes); nothing is allocated.
     """
-    from course_utils.memory.presets import PRESETS, causal_lm_of, shape_only_backbone
+    from course_utils.memory.presets import causal_lm_of, shape_only_backbone
 
-    name = model if isinstance(model, str) else type(model).__name__
-    backbone_class, config = ((PRESETS[model].backbone_class(), dict(PRESETS[model].config)) if model in PRESETS
-                              else (type(model), model.get_config()) if hasattr(model, "get_config") else (None, None))
-    if backbone_class is None:
-        raise ValueError(f"model is a preset name ({', '.join(sorted(PRESETS))}) or a keras-hub backbone. "
-                         f"Received: {model!r}.")
+    name, backbone_class, config = _backbone_of(model)
     axes = DEFAULT_CACHE_AXES if cache_layout is None else tuple(cache_layout)
     depth = config["num_layers"]
-    programs = [_read_one(causal_lm_of(shape_only_backbone(backbone_class, {**config, "num_layers": n, "dtype": dtype})),
-                          distribution, batch, tokens, axes) for n in sorted({1, min(2, depth)})]
-    one, two = programs[0], programs[-1]
-    grow = (lambda a, b: a + (depth - 1) * (b - a))
-    collectives = _grown(one[3], two[3], grow)
+    one, two = (_read_one(causal_lm_of(shape_only_backbone(backbone_class, {**config, "num_layers": n, "dtype": dtype})),
+                          distribution, batch, tokens, axes) for n in (1, 2 if depth > 1 else 1))
+
+    def grow(a, b):  # the whole depth: the first block, and the second block's share for every further one
+        return a + (depth - 1) * (b - a)
+
     how = "compiled whole" if depth <= 2 else f"compiled with 1 and 2 of its {depth} blocks, each further one as the second"
     cache = kv_cache_shape({**config, "num_layers": depth}, batch=batch, tokens=tokens)
-    return DecodeProgram(name, tuple(distribution.device_mesh.shape), batch, tokens,
-                         int(grow(one[0], two[0])) if depth > 2 else two[0],
+    return DecodeProgram(name, tuple(distribution.device_mesh.shape), batch, tokens, int(grow(one[0], two[0])),
                          cache_bytes(cache, _layout(axes, distribution), dtype=_compute_dtype(dtype)),
-                         float(grow(one[2], two[2])) if depth > 2 else two[2], collectives, how)
+                         float(grow(one[2], two[2])), _grown(one[3], two[3], grow), how)
+
+
+def _backbone_of(model) -> tuple:
+    """(name, backbone class, config) of a preset name or a keras-hub backbone."""
+    from course_utils.memory.presets import PRESETS
+
+    if isinstance(model, str) and model in PRESETS:
+        return model, PRESETS[model].backbone_class(), dict(PRESETS[model].config)
+    if hasattr(model, "get_config") and "num_layers" in model.get_config():
+        return type(model).__name__, type(model), model.get_config()
+    raise ValueError(f"model is a preset name ({', '.join(sorted(PRESETS))}) or a keras-hub backbone. "
+                     f"Received: {model!r}.")
 
 
 def _compute_dtype(dtype) -> str:
