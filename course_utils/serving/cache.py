@@ -48,6 +48,8 @@ def kv_cache_shape(model, *, batch: int, tokens: int) -> tuple[int, ...]:
 def cache_bytes_per_token(model, dtype="bfloat16") -> int:
     """Bytes of KV cache one token of one sequence adds: 2 (keys and values) x layers x kv_heads x head_dim
     x the dtype's size (*How to Scale Your Model*'s 2 * K * H * L, in bytes)."""
+    import ml_dtypes  # noqa: F401 (numpy knows "bfloat16" once ml_dtypes is imported)
+
     layers, heads, head_dim = cache_dims(model)
     return 2 * layers * heads * head_dim * np.dtype(dtype).itemsize
 
