@@ -36,14 +36,24 @@ class Link:
         bytes_per_second: Bytes one device sends per second in a ring collective over the axis (both
             directions of its ring counted where the ring has them).
         source: Where the figure comes from, and how it was read.
+        latency: Seconds a collective waits per hop of its ring, whatever its size (0: not counted).
+        achieved: The bandwidth runs reach in practice, where a source gives it (None: only the peak is known).
     """
 
     name: str
     bytes_per_second: float
     source: str
+    latency: float = 0.0  # seconds a collective waits per hop of its ring, whatever its size
+    achieved: float | None = None  # what runs reach in practice, where a source says (bytes per second)
 
     def __post_init__(self):
         _positive_number(f"Link {self.name!r}", "bytes_per_second", self.bytes_per_second)
+        if not isinstance(self.latency, (int, float)) or isinstance(self.latency, bool) or \
+                not 0 <= self.latency < math.inf:
+            raise ValueError(f"Link {self.name!r}: latency is seconds a hop, a finite number of at least 0. "
+                             f"Received: latency={self.latency!r}.")
+        if self.achieved is not None:
+            _positive_number(f"Link {self.name!r}", "achieved", self.achieved)
 
 
 def _positive_number(owner: str, field_name: str, value) -> None:
@@ -120,29 +130,58 @@ class DeviceSet:
         return self.memory_bytes / GIB
 
     def link(self, mesh_shape: tuple[int, ...], axes: tuple[int, ...]) -> Link:
-        """The link a collective over mesh axes `axes` (their positions in `mesh_shape`) crosses: `between`
-        when any of its device groups spans two nodes, else `inside`."""
+        """The link a collective over mesh axes `axes` (their positions in `mesh_shape`) crosses, as it is wired.
+
+        Devices are numbered row-major over the mesh. Inside one node (a GPU server, or a TPU slice): `inside`; on
+        a TPU slice, times the torus axes a device group spans (each brings its own links: the book's rule, so a
+        mesh axis over all chips of a 2 x 4 slice has twice one axis's bandwidth). Across GPU nodes: `between` is one
+        GPU's own NIC, and a group with k of its GPUs in each node crosses with k NICs at once, at most the node's
+        `per_node` (its egress): a (2, 8) mesh's batch axis pairs one GPU of each node (one NIC), a (16, 1)
+        mesh's batch axis has 8 in each (the node's whole egress).
+        """
         if math.prod(mesh_shape) != self.devices:
             raise ValueError(f"A mesh of {self.name} uses its {self.devices} devices. Received: mesh_shape="
                              f"{tuple(mesh_shape)} ({math.prod(mesh_shape)} devices).")
-        strides = [math.prod(mesh_shape[i + 1:]) for i in range(len(mesh_shape))]
-        span = sum(strides[a] * (mesh_shape[a] - 1) for a in axes)  # from a group's first device to its last
-        crosses = any((start // self.per_node) != ((start + span) // self.per_node)
-                      for start in range(self.devices) if _starts_group(start, mesh_shape, strides, axes))
-        return self.between if crosses and self.between is not None else self.inside
+        group = _first_group(mesh_shape, axes)
+        if self.topology:
+            spanned = _torus_axes(self.topology, group)
+            return self.inside if spanned <= 1 else Link(
+                f"{self.inside.name} over {spanned} torus axes", self.inside.bytes_per_second * spanned,
+                f"{self.inside.source}; the group spans {spanned} torus axes, each with its links (the book's rule "
+                f"for a mesh axis over several torus axes)", self.inside.latency)
+        nodes = len({device // self.per_node for device in group})
+        if nodes == 1 or self.between is None:
+            return self.inside
+        nics = min(len(group) // nodes, self.per_node)
+        return Link(f"{self.between.name}, {nics} per node", self.between.bytes_per_second * nics,
+                    f"{self.between.source}; {nics} GPU(s) of each node in each group, each sending through its own "
+                    f"NIC (at most the node's {self.per_node})", self.between.latency)
 
 
-def _starts_group(index: int, mesh_shape, strides, axes) -> bool:
-    """True when device `index` is the first of its group along `axes` (its coordinate 0 on each)."""
-    return all((index // strides[a]) % mesh_shape[a] == 0 for a in axes)
+def _first_group(mesh_shape, axes) -> list[int]:
+    """The devices (row-major numbers) of the group along `axes` that holds device 0; every group is alike."""
+    strides = [math.prod(mesh_shape[i + 1:]) for i in range(len(mesh_shape))]
+    group = [0]
+    for a in axes:
+        group = [d + k * strides[a] for d in group for k in range(mesh_shape[a])]
+    return group
+
+
+def _torus_axes(topology: str, group: list[int]) -> int:
+    """How many axes of a TPU slice's torus the chips of `group` (row-major over the slice) vary along."""
+    dims = [int(d) for d in topology.split(":")[1].split("x")]
+    coordinates = [[(chip // math.prod(dims[i + 1:])) % dims[i] for i in range(len(dims))] for chip in group]
+    return sum(len({c[i] for c in coordinates}) > 1 for i in range(len(dims)))
 
 
 _NVLINK = Link("NVLink 4 (NVSwitch)", 4.5e11,
                f"{BOOK}, GPUs chapter: 18 NVLink 4 links of 25 GB/s each way, 450 GB/s leaving each H100 "
-               f"(one way; about 370 GB/s is reached in practice)")
-_INFINIBAND = Link("InfiniBand (8 x 400 Gb/s CX7 per node)", 4e11,
-                   f"{BOOK}, GPUs chapter: 400 GB/s leaving each node; a collective across nodes costs its bytes "
-                   f"over the node's egress, whatever the tree (so a device's share is counted at 400 GB/s)")
+               f"(one way; about 370 GB/s is reached in practice); latency assumed, not from a source: 1 us a hop, "
+               f"the book's figure for a TPU's ICI hop", latency=1e-6, achieved=3.7e11)
+_INFINIBAND = Link("InfiniBand NDR (one 400 Gb/s ConnectX-7 per GPU)", 5e10,
+                   f"{BOOK}, GPUs chapter: each H100 has its own 400 Gb/s NIC, 50 GB/s; the node's 8 together 400 "
+                   f"GB/s; latency assumed, not from a source: 5 us a hop across nodes (NIC, PCIe and a switch)",
+                   latency=5e-6)
 
 
 def _h100(nodes: int) -> DeviceSet:
@@ -165,7 +204,7 @@ def _tpu(name: str, chip: str, topology: str, flops: float, memory: float, one_w
         "no wraparound (a slice smaller than a full torus): one direction, 1 x")
     link = Link("ICI", one_way * (2 if wraparound else 1),
                 f"{BOOK}, TPUs chapter: {one_way:.2g} B/s one way per ICI link; {ring} that (the book: without "
-                f"wraparound a collective typically takes twice as long)")
+                f"wraparound a collective typically takes twice as long); about 1 us a hop", latency=1e-6)
     devices = _chips(topology)
     return DeviceSet(name, chip, devices, flops, memory, link, per_node=devices, kind="tpu",
                      source=f"{BOOK}, TPUs chapter: {flops:.3g} bf16 FLOP/s, {memory / GB:.0f} GB HBM per chip; "

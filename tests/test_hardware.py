@@ -13,14 +13,36 @@ def test_inside_a_node_the_books_critical_batch_is_peak_over_link(name, critical
     assert devices.flops_per_second / devices.inside.bytes_per_second == pytest.approx(critical)
 
 
-def test_an_axis_whose_groups_span_two_nodes_crosses_infiniband():
+def test_an_axis_whose_groups_span_two_nodes_crosses_infiniband_through_as_many_nics_as_it_has_gpus_in_a_node():
     two_nodes = device_set("2x8xH100-80GB")
-    assert two_nodes.flops_per_second / two_nodes.between.bytes_per_second == pytest.approx(2475)
+    assert two_nodes.between.bytes_per_second == 5e10  # each H100's own 400 Gb/s NIC
     # devices are numbered row-major, 8 to a node: on (2, 8) the first axis joins device i to i + 8
     assert [two_nodes.link((2, 8), (a,)).name.split()[0] for a in (0, 1)] == ["InfiniBand", "NVLink"]
     assert [two_nodes.link((8, 2), (a,)).name.split()[0] for a in (0, 1)] == ["InfiniBand", "NVLink"]
     assert two_nodes.link((16, 1), (1,)).name.startswith("NVLink")  # a group of one device leaves no node
-    assert two_nodes.link((2, 8), (0, 1)).name.startswith("InfiniBand")  # two axes: the slower link
+    # one GPU of each node in a group: one NIC each, 8x slower than the node's egress (the book's node-egress
+    # figure for a (2, 8) mesh's cross-node all-reduce: 8x the old estimate, which charged every GPU 400 GB/s)
+    assert two_nodes.link((2, 8), (0,)).bytes_per_second == 5e10
+    assert two_nodes.link((8, 2), (0,)).bytes_per_second == 4 * 5e10  # 4 of each node's GPUs in a group
+    # all 16 in one group: every NIC of both nodes, the node's egress, 400 GB/s: the book's 2,475 critical batch
+    assert two_nodes.flops_per_second / two_nodes.link((16, 1), (0,)).bytes_per_second == pytest.approx(2475)
+    assert two_nodes.link((2, 8), (0, 1)).bytes_per_second == 4e11  # two axes: the whole node in each group
+    assert two_nodes.inside.latency == 1e-6 and two_nodes.between.latency == 5e-6
+    assert two_nodes.inside.achieved == 3.7e11 and "370 GB/s is reached in practice" in two_nodes.inside.source
+
+
+@pytest.mark.parametrize("name, shape, axes, torus_axes, book", [
+    ("v5e-8", (8, 1), (0,), 2, 1915), ("v5e-8", (2, 4), (1,), 1, 3830), ("v5p-128", (64, 1), (0,), 3, 850),
+    ("v5p-16", (8, 1), (0,), 3, 1700)])
+def test_a_tpu_axis_gets_the_links_of_every_torus_axis_it_spans(name, shape, axes, torus_axes, book):
+    # the book's rule: data parallelism over all 8 chips of a v5e-8 (2 x 4, no wraparound) uses both torus axes'
+    # links, critical batch C / W about 1,915 tokens (x 7/8, the ring); over v5p-128's 64 chips (4 x 4 x 4, with
+    # wraparound) all three, about 850
+    devices = device_set(name)
+    link = devices.link(shape, axes)
+    assert link.bytes_per_second == devices.inside.bytes_per_second * torus_axes
+    critical = devices.flops_per_second / link.bytes_per_second * (7 / 8 if name == "v5e-8" else 1)
+    assert critical == pytest.approx(book, rel=0.01)
 
 
 def test_a_tpu_slice_without_wraparound_sends_one_way():

@@ -129,7 +129,8 @@ class Advice(Table):
             f", between nodes {d.between.name} {d.between.bytes_per_second:.3g} B/s" if d.between else "")
         corrected = [r.program.corrected for r in self.rows if r.program]
         lines = [f"Estimates for {d.name} ({d.chip}: {peak}, {d.memory_bytes / GIB:.1f} GiB, {links}), not "
-                 f"measurements: compute = FLOPs / peak; each collective = its ring bytes / its axis's link; "
+                 f"measurements: compute = FLOPs / peak; each collective = its ring bytes / the link its axis crosses "
+                 f"+ its ring's hops x the link's latency; "
                  f"within a pass the two overlap. bound by: which is longer in the forward or backward pass."]
         if self.program == "tpu":
             source = next((r.program.source for r in self.rows if r.program), "the TPU's own program")
@@ -240,7 +241,8 @@ def _timed(row: AdviceRow, devices: DeviceSet, efficiency: float) -> AdviceRow:
     """`row` with its step timed on `devices` and its memory judged against theirs."""
     if row.program is None:
         return row
-    time = step_time(row.program, devices, row.mesh_shape, MESH_AXES, efficiency=efficiency).times(row.micro_steps)
+    time = step_time(row.program, devices, row.mesh_shape, MESH_AXES, efficiency=efficiency,
+                     latency=True).times(row.micro_steps)
     peak = row.program.memory.peak
     verdict = FITS if peak <= (1 - HEADROOM) * devices.memory_bytes else TIGHT if peak <= devices.memory_bytes else NO
     return replace(row, time=time, verdict=verdict)

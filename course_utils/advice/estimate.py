@@ -4,7 +4,8 @@ Compute: the step's FLOPs per device over the device's peak (`hardware.DeviceSet
 a third in the forward pass and two thirds in the backward pass (each product of the forward pass is two
 in the backward pass: *How to Scale Your Model*'s 2·N·tokens and 4·N·tokens). Communication: each
 collective's ring bytes per device (`program.Transfer.sent`) over the link its mesh axes cross
-(`DeviceSet.link`). Within a pass the two overlap (XLA runs a collective while the previous product
+(`DeviceSet.link`, the network as it is wired), plus its latency: its ring's hops x the link's latency a hop
+(`hops`). Within a pass the two overlap (XLA runs a collective while the previous product
 computes, as the book's rooflines assume); what a pass sends beyond its compute is exposed, and the
 collectives of no pass (the optimizer's) are added whole. A step is communication-bound when the
 collectives of its forward or its backward pass take longer than that pass's compute.
@@ -68,7 +69,7 @@ class StepTime:
 
 
 def step_time(program: StepProgram, devices: DeviceSet, mesh_shape: tuple[int, ...], axis_names: tuple[str, ...],
-              *, efficiency: float = 1.0) -> StepTime:
+              *, efficiency: float = 1.0, latency: bool = False) -> StepTime:
     """The seconds one step takes on `devices` laid out as `mesh_shape` (axes `axis_names`).
 
     Args:
@@ -76,6 +77,8 @@ def step_time(program: StepProgram, devices: DeviceSet, mesh_shape: tuple[int, .
         devices: The hardware (`hardware.device_set`).
         mesh_shape, axis_names: The mesh the step was compiled for.
         efficiency: The share of peak FLOP/s the products reach (1.0: the roofline; 0.4: 40 % MFU).
+        latency: Also count each collective's latency, its ring's hops x its link's latency a hop (the advisor
+            does; the book's two clocks, which lesson 10 draws, count bandwidth alone).
     """
     if not 0 < efficiency <= 1:
         raise ValueError(f"efficiency is the share of peak FLOP/s reached, above 0 and at most 1. "
@@ -88,7 +91,17 @@ def step_time(program: StepProgram, devices: DeviceSet, mesh_shape: tuple[int, .
         positions = tuple(axis_names.index(a) for a in transfer.axes)
         link = devices.link(tuple(mesh_shape), positions)
         communication[transfer.pass_] += transfer.sent / link.bytes_per_second
+        if latency:
+            communication[transfer.pass_] += transfer.count * hops(transfer.kind, transfer.group_size) * link.latency
     return StepTime(compute, communication)
+
+
+def hops(kind: str, devices: int) -> int:
+    """The steps one collective's ring takes, each waiting its link's latency: an all-reduce goes round twice (a
+    reduce-scatter, then an all-gather), a permute one hop."""
+    if devices <= 1:
+        return 0
+    return 1 if kind == "collective-permute" else 2 * (devices - 1) if kind == "all-reduce" else devices - 1
 
 
 def crossover(points: list[tuple[float, float, float]]) -> float | None:

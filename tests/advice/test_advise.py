@@ -26,7 +26,7 @@ def test_every_layout_that_applies_is_a_candidate_on_each_shape(llama_advice):
     found = {(r.layout, r.mesh_shape) for r in llama_advice}
     assert found == {("official map", (2, 4)), ("official, batch kept split", (2, 4)), ("tensor parallel", (2, 4)),
                      ("corrected map", (2, 4)), ("derived map", (2, 4)), ("data parallel", (8, 1)),
-                     ("official map", (8, 1)), ("official, batch kept split", (8, 1))}
+                     ("official map", (8, 1)), ("official, batch kept split", (8, 1)), ("FSDP", (8, 1))}
     assert all(r.verdict == "fits" and r.program.flops > 0 and r.program.memory.peak > 0 for r in llama_advice)
 
 
