@@ -30,8 +30,6 @@ from course_utils.communication.hlo import collective_ops
 from course_utils.communication.instructions import Array, read_program
 from course_utils.communication.traffic import ring_sent_bytes
 from course_utils.communication.train_step import compile_train_step, training_batch
-from course_utils.layout_axes import axes_used
-from course_utils.layouts.layout_map import layout_for
 from course_utils.memory.compiled import StepMemory, extended_memory, memory_of
 from course_utils.xla_settings import READING_COMPILE
 
@@ -114,8 +112,7 @@ def read_step(model, distribution, batch) -> StepProgram:
     mesh = distribution.device_mesh
     program = read_program(compiled.as_text())
     ops = collective_ops(program, tuple(mesh.axis_names), tuple(mesh.shape))
-    weights = _weight_axes(model, distribution)
-    transfers = [_transfer(op, weights) for op in ops]
+    transfers = [_transfer(op) for op in ops]
     flops = flops_of(compiled, program)
     return StepProgram(memory, flops.flops, summed_transfers(transfers), undercounted=flops.undercounted)
 
@@ -148,33 +145,20 @@ def extended(one: StepProgram, two: StepProgram, depth: int) -> StepProgram:
                        source=one.source, undercounted=tuple(dict.fromkeys(one.undercounted + two.undercounted)))
 
 
-def _weight_axes(model, distribution) -> dict[tuple[int, ...], set[str]]:
-    """Each trainable weight's shape (size-1 dimensions dropped, sorted) -> the mesh axes its layout splits it
-    over."""
-    found = {}
-    for variable in model.trainable_variables:
-        layout = layout_for(distribution, variable)
-        found.setdefault(_bare(variable.shape), set()).update(axes_used(tuple(layout.axes)))
-    return found
-
-
-def _bare(shape) -> tuple[int, ...]:
-    return tuple(sorted(int(d) for d in shape if d != 1))
-
-
 def pass_of(op) -> str:
     """The pass a collective instruction belongs to, from what XLA recorded of its source."""
     return "backward" if any(s.backward for s in op.sources) else "forward" if op.sources else "other"
 
 
-def _transfer(op, weights: dict) -> Transfer:
+def _transfer(op) -> Transfer:
     pass_ = pass_of(op)
     n = op.group_size
     cpu = sent = 0
     scattered = False
-    for dtype, computed, shape in zip(op.dtypes, op.computed_dtypes or op.dtypes, op.shapes):
-        # a gradient summed over an axis its weight is split over: each device keeps its shard
-        scatter = op.kind == "all-reduce" and pass_ != "forward" and bool(weights.get(_bare(shape), set()) & set(op.axes))
+    for i, (dtype, computed, shape) in enumerate(zip(op.dtypes, op.computed_dtypes or op.dtypes, op.shapes)):
+        # a sum each device keeps only a slice of (a gradient of a weight split over the axis it is summed over):
+        # what the program does with the result says so, not the shape
+        scatter = bool(op.sliced) and op.sliced[i]
         cpu += ring_sent_bytes(op.kind, Array(dtype, shape).bytes, n)
         moved = Array(computed, shape).bytes
         sent += round(moved * (n - 1) / n) if scatter else ring_sent_bytes(op.kind, moved, n)

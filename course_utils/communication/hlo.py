@@ -81,6 +81,8 @@ class CollectiveOp:
             "all-reduce-scatter.1").
         times: How many times it runs in one call of the program: once per call of its computation
             (`executions`); 0 inside a loop, whose trip count the program does not write.
+        sliced: Per array, whether the program only keeps a slice of the sum on each device (an all-reduce whose
+            result is only sliced: what XLA CPU writes for a reduce-scatter).
     """
 
     name: str
@@ -97,6 +99,7 @@ class CollectiveOp:
     computed_dtypes: tuple[str, ...] = ()
     computation: str = ""
     times: int = 1
+    sliced: tuple[bool, ...] = ()
 
     @property
     def operand_bytes(self) -> int:
@@ -173,7 +176,40 @@ def _collective_op(program: Program, instruction: Instruction, kind: str, axis_n
         parts=tuple(pieces.get(i, ()) for i in range(max(pieces) + 1)) if pieces else (sources,),
         operand_sources=_sources_of(operand) if operand is not None else (),
         computed_dtypes=widening.computed_dtypes(instruction, dtypes),
-        computation=instruction.computation, times=runs.get(instruction.computation, 1))
+        computation=instruction.computation, times=runs.get(instruction.computation, 1),
+        sliced=tuple(kind == "all-reduce" and _only_sliced(program, names)
+                     for names in _arrays_of(program, instruction, len(arrays))))
+
+
+_SLICES = ("slice", "dynamic-slice")
+_FOLLOWED = ("bitcast", "copy", "reshape", "get-tuple-element", "convert")
+
+
+def _arrays_of(program: Program, instruction: Instruction, arrays: int) -> list[list[str]]:
+    """The names that carry each array of an instruction's result: itself, or what takes each element of its
+    tuple."""
+    if arrays == 1 or not instruction.is_tuple:
+        return [[instruction.name]] * arrays
+    users = program.users.get(instruction.name, [])
+    return [[u.name for u, _ in users if u.opcode == "get-tuple-element" and u.index == i] for i in range(arrays)]
+
+
+def _only_sliced(program: Program, names: list[str]) -> bool:
+    """Whether every use of the values `names` (through moves, into fusions) is a slice of it, and there is one."""
+    reached, seen, sliced = list(names), set(names), False
+    for name in reached:
+        for user, position in program.users.get(name, []):
+            called = user.called("calls") if user.opcode == "fusion" else ()
+            inner = program.parameter(called[0], position) if called else None
+            follow = inner.name if inner is not None else user.name if user.opcode in _FOLLOWED else None
+            if user.opcode in _SLICES and position == 0:
+                sliced = True
+            elif follow is None:
+                return False
+            elif follow not in seen and len(seen) < 64:
+                seen.add(follow)
+                reached.append(follow)
+    return sliced
 
 
 def _started_outputs(arrays: list[Array]) -> list[Array]:

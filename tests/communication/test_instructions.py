@@ -26,7 +26,8 @@ def test_the_records_give_the_collectives_and_runs_the_line_reader_gave(name):
     expected = json.load(gzip.open(DATA / f"{name}.expected.json.gz", "rt"))
     program = read_program(text)
     ops = collective_ops(program, tuple(expected["axes"]), tuple(expected["shape"]))
-    assert json.loads(json.dumps([dataclasses.asdict(o) for o in ops], default=str)) == expected["ops"]
+    read = json.loads(json.dumps([dataclasses.asdict(o) for o in ops], default=str))
+    assert [{k: v for k, v in op.items() if k != "sliced"} for op in read] == expected["ops"]  # sliced: new
     runs, before = executions(program), expected["executions"]
     assert runs == executions(text) and runs.keys() == before.keys()
     # the same, but for loops the line reader could not count (0): now read from the count XLA writes on a loop
@@ -88,3 +89,31 @@ def test_a_keras_lstm_over_64_steps_is_counted_whole():
     rows = 16 // 8  # a device's share of the batch
     products = 3 * 2 * rows * (64 * (32 + 128) * 4 * 128 + 128 * 10)  # forward and backward, each step's gates
     assert flops.counted < 0.05 * products < 0.95 * products < flops.flops < 1.05 * products
+
+
+SUMS = """HloModule step
+
+ENTRY %main (a: f32[512,256], b: f32[256,512], i: s32[]) -> (f32[512,256], f32[32,512]) {
+  %a = f32[512,256]{1,0} parameter(0)
+  %b = f32[256,512]{1,0} parameter(1)
+  %i = s32[] parameter(2)
+  %zero = s32[] constant(0)
+  %activation = f32[512,256]{1,0} all-reduce(%a), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, to_apply=%add
+  %used = f32[512,256]{1,0} add(%activation, %activation)
+  %gradient = f32[256,512]{1,0} all-reduce(%b), channel_id=2, replica_groups={{0,1,2,3,4,5,6,7}}, to_apply=%add
+  %narrow = bf16[256,512]{1,0} convert(%gradient)
+  %wide = f32[256,512]{1,0} convert(%narrow)
+  %shard = f32[32,512]{1,0} dynamic-slice(%wide, %i, %zero), dynamic_slice_sizes={32,512}
+  ROOT %r = (f32[512,256]{1,0}, f32[32,512]{1,0}) tuple(%used, %shard)
+}
+"""
+
+
+def test_a_sum_counts_as_a_reduce_scatter_when_the_program_keeps_only_a_slice_of_it_whatever_its_shape():
+    from course_utils.advice.program import _transfer
+
+    ops = {op.name: op for op in collective_ops(SUMS, ("batch",), (8,))}
+    # an activation summed and used whole, though a kernel of the model may have its shape: an all-reduce
+    assert ops["activation"].sliced == (False,) and _transfer(ops["activation"]).kind == "all-reduce"
+    # a gradient summed and then only sliced (through XLA CPU's converts): the reduce-scatter it stands for
+    assert ops["gradient"].sliced == (True,) and _transfer(ops["gradient"]).kind == "reduce-scatter"
