@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 
 from course_utils._table import Table
 from course_utils.advice.candidates import MESH_AXES, Candidate, candidates, mesh_shapes as every_shape
-from course_utils.advice.arguments import (checked_layouts, checked_shapes, efficiency_of, enough_devices, levers_of,
-                                           model_of, topology_of, whole_number)
+from course_utils.advice.arguments import (checked_layouts, checked_shapes, efficiency_of, enough_devices, fsdp_run_of,
+                                           levers_of, model_of, topology_of, whole_number)
 from course_utils.advice.estimate import StepTime, step_time
 from course_utils.advice.levers import Levers
 from course_utils.advice.program import StepProgram
@@ -158,7 +158,8 @@ def _ms(seconds: float) -> str:
 
 def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "mixed_bfloat16",
            layouts: dict | None = None, mesh_shapes=None, efficiency: float = 1.0, program: str = "cpu",
-           attention: str = "as compiled", remat: bool = False, micro_batch: int | None = None) -> Advice:
+           attention: str = "as compiled", remat: bool = False, micro_batch: int | None = None,
+           regather: bool = True, reduce_dtype: str = "float32") -> Advice:
     """Every mesh shape x layout for `model` on `devices`, compiled, timed and ranked.
 
     Args:
@@ -180,6 +181,10 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
         remat: Rematerialise each block: keep its input, recompute the rest in the backward pass (`levers`).
         micro_batch: Run the batch as micro-batches of this many rows (gradient accumulation): memory at the
             micro-batch, every micro-step timed.
+        regather: FSDP as PyTorch runs it (ZeRO-3): each weight gathered in the forward pass is gathered again in
+            the backward pass (XLA's CPU program keeps it instead); False counts the program's gathers alone.
+        reduce_dtype: The type gradients are summed in over the batch axis: "float32" (FSDP2's and torchtitan's),
+            "bfloat16", or "as computed" (the type the program computed them in).
 
     Example:
         >>> advise("gemma_7b_en", devices="8xH100-80GB", batch=16, seq=2048)
@@ -197,11 +202,12 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
     if language:
         whole_number("seq", seq, "the tokens per sequence (e.g. seq=2048)", tokens=batch)
     levers = levers_of(attention, remat, micro_batch, batch=batch, seq=seq, language=language, program=program)
+    fsdp = fsdp_run_of(regather, reduce_dtype)
     enough_devices(devices)
     shapes = checked_shapes(mesh_shapes, devices.devices)
     topology = topology_of(program, devices)
     found = candidates(built, devices.devices, layouts, shapes)
-    steps = Steps(built, batch, seq, language, levers)
+    steps = Steps(built, batch, seq, language, levers, fsdp)
     rows = [_row(built, steps, c, devices, batch, seq, efficiency, topology) for c in found]
     rows.sort(key=_rank)
     what = f"{batch} x {seq} tokens" if language else f"a batch of {batch}"

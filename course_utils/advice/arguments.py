@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from course_utils.advice.candidates import BUILT_IN, MESH_AXES, mesh_shapes as every_shape
 from course_utils.advice.levers import ATTENTION, Levers
+from course_utils.advice.program import FsdpRun
 from course_utils.hardware import DeviceSet
 
 LARGEST = 2**31 - 1  # JAX sizes an array's dimension, and counts its elements here, with a 32-bit integer
@@ -143,3 +144,18 @@ def levers_of(attention, remat, micro_batch, *, batch: int, seq: int | None, lan
         raise ValueError(f"The levers are derived from XLA's CPU program; program={program!r} reads another. Use "
                          f"program='cpu' with them.")
     return levers
+
+
+REDUCE = {"float32": 4, "bfloat16": 2, "as computed": 0}
+
+
+def fsdp_run_of(regather, reduce_dtype) -> FsdpRun:
+    """How the run sends what FSDP sends: `regather` True (ZeRO-3, PyTorch FSDP's default) or False, and
+    `reduce_dtype` one of `REDUCE`."""
+    if not isinstance(regather, bool):
+        raise ValueError(f"regather is True (ZeRO-3: each weight gathered again in the backward pass) or False. "
+                         f"Received: regather={regather!r}.")
+    if reduce_dtype not in REDUCE:
+        raise ValueError(f"reduce_dtype is the type gradients are summed in over the batch axis, one of "
+                         f"{tuple(REDUCE)}. Received: reduce_dtype={reduce_dtype!r}.")
+    return FsdpRun(regather, REDUCE[reduce_dtype])

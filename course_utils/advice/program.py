@@ -23,6 +23,7 @@ count the program does not write is named in `StepProgram.undercounted`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from course_utils.communication.flops import LoopFlops, loop_flops
@@ -34,6 +35,23 @@ from course_utils.memory.compiled import StepMemory, extended_memory, memory_of
 from course_utils.xla_settings import READING_COMPILE
 
 PASSES = ("forward", "backward", "other")
+FSDP_AXIS = "batch"  # the axis the advisor's meshes split the batch and FSDP's weights over
+
+
+@dataclass(frozen=True)
+class FsdpRun:
+    """How a run sends what FSDP sends, where XLA's CPU program writes it otherwise.
+
+    Attributes:
+        regather: ZeRO-3 as PyTorch's FSDP runs it by default (reshard after forward): every weight gathered in
+            the forward pass is gathered again in the backward pass (the CPU program keeps it from the forward pass,
+            ZeRO-2's way, at the memory of every gathered weight).
+        reduce_bytes: The bytes of each element of a gradient summed over the batch axis: 4 (float32, as FSDP2
+            and torchtitan reduce), 2 (bfloat16), or 0 (the type the program computed it in).
+    """
+
+    regather: bool = True
+    reduce_bytes: int = 4
 
 
 @dataclass(frozen=True)
@@ -98,13 +116,15 @@ class StepProgram:
         return 1 - self.sent() / cpu if cpu else 0.0
 
 
-def read_step(model, distribution, batch) -> StepProgram:
+def read_step(model, distribution, batch, *, fsdp: FsdpRun | None = None) -> StepProgram:
     """Compiles one training step of `model` under `distribution` and reads it (shape-only; nothing allocated).
 
     Args:
         model: A compiled Keras model, real or shape-only (`memory.presets.abstract_model`).
         distribution: The distribution the step runs under.
         batch: `(x, y)` as `jax.ShapeDtypeStruct`s or arrays, or the input's shape.
+        fsdp: How a run sends what FSDP sends (`FsdpRun`); None: as the program is written (each weight gathered
+            once, gradients summed in the type they were computed in).
     """
     compiled = compile_train_step(model, distribution, training_batch(model, batch), options=READING_COMPILE,
                                   donate=True)
@@ -112,7 +132,10 @@ def read_step(model, distribution, batch) -> StepProgram:
     mesh = distribution.device_mesh
     program = read_program(compiled.as_text())
     ops = collective_ops(program, tuple(mesh.axis_names), tuple(mesh.shape))
-    transfers = [_transfer(op) for op in ops]
+    transfers = [_transfer(op, fsdp) for op in ops]
+    if fsdp is not None and fsdp.regather:  # ZeRO-3: every weight gathered in the forward pass is gathered again
+        transfers += [replace(t, pass_="backward") for t, op in zip(transfers, ops)
+                      if op.kind == "all-gather" and t.pass_ == "forward" and _gathers_an_input(program, op.name)]
     flops = flops_of(compiled, program)
     return StepProgram(memory, flops.flops, summed_transfers(transfers), undercounted=flops.undercounted)
 
@@ -150,21 +173,39 @@ def pass_of(op) -> str:
     return "backward" if any(s.backward for s in op.sources) else "forward" if op.sources else "other"
 
 
-def _transfer(op) -> Transfer:
+def _transfer(op, fsdp: FsdpRun | None = None) -> Transfer:
     pass_ = pass_of(op)
     n = op.group_size
     cpu = sent = 0
     scattered = False
+    gradient = fsdp is not None and fsdp.reduce_bytes and op.kind in ("all-reduce", "reduce-scatter") and \
+        pass_ != "forward" and FSDP_AXIS in op.axes
     for i, (dtype, computed, shape) in enumerate(zip(op.dtypes, op.computed_dtypes or op.dtypes, op.shapes)):
         # a sum each device keeps only a slice of (a gradient of a weight split over the axis it is summed over):
         # what the program does with the result says so, not the shape
         scatter = bool(op.sliced) and op.sliced[i]
         cpu += ring_sent_bytes(op.kind, Array(dtype, shape).bytes, n)
-        moved = Array(computed, shape).bytes
+        moved = Array(computed, shape).bytes if not gradient or not dtype.startswith("f") else \
+            math.prod(shape) * fsdp.reduce_bytes
         sent += round(moved * (n - 1) / n) if scatter else ring_sent_bytes(op.kind, moved, n)
         scattered |= scatter
     kind = "reduce-scatter" if scattered else op.kind
     return Transfer(kind, op.axes, pass_, n, 1, cpu, sent)
+
+
+def _gathers_an_input(program, name: str, depth: int = 8) -> bool:
+    """Whether an all-gather's operand is one of the step's inputs (a weight's shard, FSDP's gather), read through
+    the casts and copies between (XLA CPU converts a weight to bf16 before it gathers it)."""
+    instruction = program.get(name)
+    for _ in range(depth):
+        operands = instruction.operands if instruction is not None else ()
+        instruction = program.get(operands[0]) if len(operands) == 1 or (
+            instruction is not None and instruction.opcode == "all-gather" and operands) else None
+        if instruction is None or instruction.opcode == "parameter":
+            return instruction is not None
+        if instruction.opcode not in ("convert", "bitcast", "copy", "reshape", "transpose", "fusion"):
+            return False
+    return False
 
 
 def summed_transfers(transfers: list[Transfer]) -> tuple[Transfer, ...]:

@@ -13,16 +13,18 @@ from dataclasses import replace
 
 from course_utils.advice.candidates import Candidate
 from course_utils.advice.levers import Levers, levered_memory, seq_points
-from course_utils.advice.program import StepProgram, extended, read_step
+from course_utils.advice.program import FsdpRun, StepProgram, extended, read_step
 
 
 class Steps:
     """The models whose steps are compiled for every candidate, and how each candidate's step is read."""
 
-    def __init__(self, model, batch: int, seq: int | None, language: bool, levers: Levers = Levers()):
+    def __init__(self, model, batch: int, seq: int | None, language: bool, levers: Levers = Levers(),
+                 fsdp: FsdpRun | None = None):
         from course_utils.memory.compiled import language_model_step
 
         self.levers, self.seq, self.depth, self.language, self.model = levers, seq, None, language, model
+        self.fsdp = fsdp
         rows = levers.micro_batch or batch
         self.rows = rows
         if not language:
@@ -47,7 +49,7 @@ class Steps:
 
         programs = {}
         for (n, s), (model, tokens) in self.steps.items():
-            program = read_step(model, candidate.distribution(), tokens)
+            program = read_step(model, candidate.distribution(), tokens, fsdp=self.fsdp)
             if topology:
                 tpu = read_tpu_step(model, candidate.layout_map, candidate.mesh_shape, tokens, topology)
                 program = replace(tpu, flops=program.flops)

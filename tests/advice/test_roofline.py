@@ -79,3 +79,18 @@ def test_tensor_parallelism_is_compute_bound_while_the_model_axis_is_under_f_w_o
     book = 8 * H100_NODE.flops_per_second / H100_NODE.inside.bytes_per_second
     found = crossover(points)
     assert found == pytest.approx(book * RING, rel=0.05) and abs(found - book) / book < 0.15
+
+
+def test_fsdp_as_it_runs_gathers_each_weight_again_in_the_backward_pass_and_sums_gradients_in_float32():
+    from course_utils.advice.program import FsdpRun
+
+    dist = _dist((8, 1), FSDP)
+    as_written = read_step(mlp_block(width=D), dist, (8 * 1024, D))
+    as_run = read_step(mlp_block(width=D), dist, (8 * 1024, D), fsdp=FsdpRun(regather=True, reduce_bytes=4))
+    written, run = ({(t.kind, t.pass_): t for t in p.transfers} for p in (as_written, as_run))
+    assert ("all-gather", "backward") not in written  # XLA's CPU program keeps each gathered weight
+    assert run["all-gather", "backward"].sent == run["all-gather", "forward"].sent == written["all-gather", "forward"].sent
+    # the gradients (bf16 as the program computes them) summed in float32, as FSDP2 and torchtitan do: twice the bytes
+    assert run["reduce-scatter", "backward"].sent == pytest.approx(2 * written["reduce-scatter", "backward"].sent, rel=1e-3)
+    # the book's FSDP critical batch still holds: the backward pass's gather and scatter meet twice the compute
+    assert _critical_batch(FSDP, H100_NODE) == pytest.approx(2200 * RING, rel=0.03)
