@@ -23,6 +23,10 @@ input (`rows x s x hidden`, in the compute type): one block, the last, is still 
 recomputed; its compute is one forward pass more. Micro-batches compile the step at the micro-batch and run it
 `batch / micro_batch` times (each micro-step gathers and reduces as the step does).
 
+Where XLA CPU's buffers do not grow as a polynomial (a term of one block comes out negative, or its scores more
+than a factor of 2 from what the trace keeps), one block's growth is read from the traced residuals instead: what
+its backward pass keeps for a device's share of the batch.
+
 Where this is wrong: the fit is exact for the three lengths compiled; a fused kernel keeps a few floats per
 token and head (its softmax statistics), counted as nothing; an accelerator's XLA fuses differently (its own
 program, `program="tpu"`, is the reference where one exists).
@@ -89,7 +93,7 @@ def seq_points(seq: int) -> tuple[int, int, int]:
 
 
 def levered_memory(one: dict[int, StepMemory], two: dict[int, StepMemory] | None, seq: int, depth: int | None,
-                   levers: Levers, kept, block_input: int, held: int) -> StepMemory:
+                   levers: Levers, kept, block_input: int, held: int, rows_split: int = 1) -> StepMemory:
     """A step's memory with the levers pulled, from its programs at `seq_points(seq)` with one block and two.
 
     Args:
@@ -103,6 +107,7 @@ def levered_memory(one: dict[int, StepMemory], two: dict[int, StepMemory] | None
             its shard of every gradient and the weights FSDP gathers, two blocks at a time (`gradients_and_gathered`).
             XLA CPU's own constant term is not used: it sums each FSDP gradient whole before slicing it, where an
             accelerator reduce-scatters, and keeps every gathered weight for the whole step.
+        rows_split: The devices the batch is split over (the traced scores are the whole batch's).
     """
     fused = levers.attention == "fused"
 
@@ -114,9 +119,12 @@ def levered_memory(one: dict[int, StepMemory], two: dict[int, StepMemory] | None
         base = narrow(whole, kept.block_linear, kept.block_quadratic)
     else:  # the first block at the blocks' share, the rest (embedding, logits, loss) at theirs
         block = fitted({s: m.temporaries for s, m in two.items()}, seq) - whole
+        if not _sane(block, kept, rows_split):  # XLA CPU's buffers did not grow as a polynomial: the trace's
+            block = _traced(block, kept, rows_split)  # residuals say what one block keeps
         outside = whole - block
-        base = Terms(whole.constant, outside.linear * kept.linear + block.linear * kept.block_linear,
-                     0.0 if fused else outside.quadratic * kept.quadratic + block.quadratic * kept.block_quadratic)
+        base = Terms(whole.constant, max(0.0, outside.linear) * kept.linear + block.linear * kept.block_linear,
+                     0.0 if fused else max(0.0, outside.quadratic) * kept.quadratic +
+                     block.quadratic * kept.block_quadratic)
     temporaries = held + base.linear + base.quadratic
     pulled = ["attention fused" if fused else "", "blocks rematerialised" if levers.remat else ""]
     how = f"compiled at {', '.join(f'{s:,}' for s in sorted(one))} tokens, fitted, {' and '.join(filter(None, pulled))}"
@@ -130,3 +138,22 @@ def levered_memory(one: dict[int, StepMemory], two: dict[int, StepMemory] | None
         memory = replace(one[seq], **grown)
         how += f", 1 and 2 of its {depth} blocks, each further block counted as the second"
     return replace(memory, temporaries=max(0, round(temporaries)), how=how)
+
+
+def _wide(own: float, share: float, rows_split: int) -> float:
+    """Bytes per device as XLA CPU keeps them (f32 for bf16) of `own` bytes of the whole batch in their own types."""
+    return own / share / rows_split if share else 0.0
+
+
+def _sane(block: Terms, kept, rows_split: int) -> bool:
+    """Whether one block's fitted growth reads as activations do: no negative term, and its scores within a factor
+    of 2 of what the trace keeps."""
+    traced = _wide(kept.block_quadratic_bytes, kept.block_quadratic, rows_split)
+    return block.linear >= 0 and block.quadratic >= 0 and (not traced or 0.5 <= block.quadratic / traced <= 2)
+
+
+def _traced(block: Terms, kept, rows_split: int) -> Terms:
+    """One block's growth read from the trace instead of the fit: what its backward pass keeps, a device's share of
+    the batch, as XLA CPU keeps it (the shares narrow it again)."""
+    return Terms(block.constant, _wide(kept.block_linear_bytes, kept.block_linear, rows_split),
+                 _wide(kept.block_quadratic_bytes, kept.block_quadratic, rows_split))

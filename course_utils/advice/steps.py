@@ -63,7 +63,7 @@ class Steps:
         memory = levered_memory({s: p.memory for (n, s), p in programs.items() if n in (1, None)},
                                 {s: p.memory for (n, s), p in programs.items() if n == 2} or None, seq, self.depth,
                                 self.levers, self.kept, self._block_input(candidate),
-                                gradients_and_gathered(self.model, candidate))
+                                gradients_and_gathered(self.model, candidate), rows_split=candidate.mesh_shape[0])
         return replace(whole, memory=memory, recomputed=whole.flops / 3 if self.levers.remat else 0.0)
 
     def _block_input(self, candidate: Candidate) -> int:

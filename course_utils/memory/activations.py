@@ -95,6 +95,8 @@ class KeptTypes:
     quadratic: float
     block_linear: float
     block_quadratic: float
+    block_linear_bytes: int = 0  # what one block keeps that grows with the sequence, in its own types, whole batch
+    block_quadratic_bytes: int = 0  # what one block keeps that grows with its square, in its own types, whole batch
 
 
 def kept_types(backbone_class, config: dict, batch: int, seq: int) -> KeptTypes:
@@ -108,7 +110,8 @@ def kept_types(backbone_class, config: dict, batch: int, seq: int) -> KeptTypes:
         outside_own, outside_wide = own - block_own, wide - block_wide
         shares += [outside_own / outside_wide if outside_wide > 0 else 1.0,
                    block_own / block_wide if block_wide > 0 else 1.0]
-    return KeptTypes(linear=shares[0], block_linear=shares[1], quadratic=shares[2], block_quadratic=shares[3])
+    return KeptTypes(linear=shares[0], block_linear=shares[1], quadratic=shares[2], block_quadratic=shares[3],
+                     block_linear_bytes=two[False][0] - one[False][0], block_quadratic_bytes=two[True][0] - one[True][0])
 
 
 def _kept_bytes(residuals) -> dict[bool, tuple[int, int]]:
