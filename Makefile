@@ -6,9 +6,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8888
 LIBTPU := libtpu==0.0.42.*
+GPU_PLUGIN := jax-cuda12-plugin==0.10.2 jax-cuda12-pjrt==0.10.2
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test test-fast bench tpu-targets doctor slides course publish student student-branch answer-key handout nbgrader clean
+.PHONY: lab test test-fast bench tpu-targets gpu-targets doctor slides course publish student student-branch answer-key handout nbgrader clean
 
 # The environment remembers which interpreter made it: naming another one (make lab PYTHON=python3.12)
 # makes the environment again with it instead of quietly keeping the old one.
@@ -37,6 +38,8 @@ $(BIN)/.test-installed: $(BIN)/.installed requirements-test.txt
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt
 	@# the TPU's compiler, so that the tests of advise(..., program="tpu") run (see tpu-targets)
 	$(BIN)/python -m pip install --quiet --upgrade --target $(VENV)/libtpu "$(LIBTPU)"
+	@# XLA's GPU compiler, so that the tests of advise(..., program="gpu") run (see gpu-targets)
+	$(BIN)/python -m pip install --quiet --upgrade --no-deps --target $(VENV)/gpu $(GPU_PLUGIN)
 	@# The browser test drives Debian's Chromium, which also prints the PDFs; install it when missing
 	@# (sudo only when not root), with a colour emoji font for the lessons' marks (⏳, ✅), and
 	@# bubblewrap, the sandbox grading runs each hand-in in (docs/TEACHING.md, "What grading protects").
@@ -73,6 +76,11 @@ test-fast: $(BIN)/.test-installed
 bench: $(BIN)/.installed
 	$(BIN)/python -m course_utils.course bench lessons notebooks
 	$(BIN)/python -m course_utils.course bench advisor
+
+# XLA's GPU compiler (JAX's CUDA plugin, the version jax 0.10.2 pins), for advise(..., program="gpu"): about
+# 480 MB, beside the packages like libtpu; no GPU, driver or CUDA is needed to compile for one.
+gpu-targets: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet --upgrade --no-deps --target $(VENV)/gpu $(GPU_PLUGIN)
 
 # The TPU's own compiler (libtpu, the version jax 0.10.2 pins), for advise(..., program="tpu"): about 700 MB,
 # put beside the packages rather than among them, so that JAX never looks for a TPU in a lesson.

@@ -31,7 +31,25 @@ READS = (
      "(the one-device step a sharded run's steps are replayed on)"),
     ("`jax._src.compilation_cache._cache`: the object JAX reads and writes persistent compiled programs "
      "through, by `get(key)` and `put(key, value)`", "program_cache.install (every cached program checked)"),
+    ("`jaxlib.xla_client.load_pjrt_plugin_dynamically(name, path)` and `make_c_api_device_topology(c_api, '', "
+     "topology=..., target_config=...)._make_compile_only_devices()`: a PJRT plugin loaded after JAX started, and "
+     "devices to compile for that are not there", "advice.gpu (a GPU's own program without a GPU)"),
 )
+
+
+def load_plugin(name: str, path: str):
+    """A PJRT plugin's C API, loaded from `path` after JAX's backends started (none is registered with it)."""
+    from jax._src.lib import xla_client
+
+    return xla_client.load_pjrt_plugin_dynamically(name, path)
+
+
+def compile_only_devices(c_api, **options) -> list:
+    """Devices of a topology the plugin describes from `options` (e.g. topology="1x1x8", target_config=...), to
+    compile for without them."""
+    from jax._src.lib import xla_client
+
+    return list(xla_client.make_c_api_device_topology(c_api, "", **options)._make_compile_only_devices())
 
 
 def _name_stack_is_read() -> bool:

@@ -68,6 +68,15 @@ def test_make_installs_the_libtpu_the_advisor_names():
     assert pinned and pinned.group(1) == LIBTPU
 
 
+def test_the_makefiles_cuda_plugin_pin_is_the_advisors_and_jaxs():
+    from course_utils.advice.gpu import PLUGIN
+
+    pinned = re.search(r"^GPU_PLUGIN := (.+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert pinned and tuple(pinned.group(1).split()) == PLUGIN
+    jax = re.search(r"^jax==(.+)$", (ROOT / "requirements.txt").read_text(), re.M).group(1)
+    assert all(pin.endswith(f"=={jax}") for pin in PLUGIN)
+
+
 def test_live_slides_extension_is_enabled_in_jupyterlab():
     import subprocess
     import sys

@@ -17,12 +17,12 @@ from dataclasses import dataclass, replace
 from course_utils._table import Table
 from course_utils.advice.candidates import MESH_AXES, Candidate, candidates, mesh_shapes as every_shape
 from course_utils.advice.arguments import (checked_layouts, checked_shapes, efficiency_of, enough_devices, fsdp_run_of,
-                                           levers_of, model_of, topology_of, whole_number)
+                                           levers_of, model_of, target_of, whole_number)
 from course_utils.advice.estimate import StepTime, step_time
 from course_utils.advice.levers import Levers
 from course_utils.advice.program import StepProgram
 from course_utils.advice.steps import Steps
-from course_utils.advice.tpu import TpuOutOfMemory
+from course_utils.advice.own_program import OwnProgramOutOfMemory
 from course_utils.hardware import GIB, DeviceSet, device_set
 from course_utils.memory.fit import CANNOT, FITS, HEADROOM, NO, POLICIES, TIGHT, cannot_split  # will_it_fit's words
 
@@ -102,10 +102,9 @@ class Advice(Table):
         if devices.devices != self.devices.devices:
             raise ValueError(f"The programs were compiled for {self.devices.devices} devices; {devices.name} has "
                              f"{devices.devices}. Run advise(..., devices={devices.name!r}) for it.")
-        if self.program == "tpu" and devices.topology != self.devices.topology:
-            raise ValueError(f"The programs are the TPU's own, compiled for {self.devices.name} "
-                             f"({self.devices.topology}); {devices.name} runs other programs. Run advise(..., "
-                             f"devices={devices.name!r}) for it.")
+        if self.program != "cpu" and devices != self.devices:
+            raise ValueError(f"The programs are the {self.program.upper()}'s own, compiled for {self.devices.name}; "
+                             f"{devices.name} runs other programs. Run advise(..., devices={devices.name!r}) for it.")
         efficiency = self.efficiency if efficiency is None else efficiency
         rows = [_timed(r, devices, efficiency_of(efficiency)) for r in self.rows]
         rows.sort(key=_rank)
@@ -132,11 +131,11 @@ class Advice(Table):
                  f"measurements: compute = FLOPs / peak; each collective = its ring bytes / the link its axis crosses "
                  f"+ its ring's hops x the link's latency; "
                  f"within a pass the two overlap. bound by: which is longer in the forward or backward pass."]
-        if self.program == "tpu":
-            source = next((r.program.source for r in self.rows if r.program), "the TPU's own program")
+        if self.program != "cpu":
+            source = next((r.program.source for r in self.rows if r.program), f"the {self.program.upper()}'s own")
             lines.append(f"From {source}, compiled per candidate (shape-only): memory at the step's peak and the "
-                         f"collectives as the TPU sends them, each loop's counted once per round; the FLOPs from XLA's "
-                         f"CPU program (the TPU's cost analysis counts a loop's body once).")
+                         f"collectives as the {self.program.upper()} sends them, each loop's counted once per round; "
+                         f"the FLOPs from XLA's CPU program.")
         else:
             hint = "; program='tpu' reads the TPU's own" if d.topology else ""
             lines.append(f"From XLA's CPU program, compiled per candidate (shape-only): memory at the step's peak, "
@@ -175,7 +174,8 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
         efficiency: The share of peak FLOP/s the products reach (1.0: the roofline).
         program: "cpu": XLA's CPU program, its bytes corrected for the accelerator (`program`). "tpu", for a TPU
             slice (`DeviceSet.topology`): the TPU's own program, compiled by libtpu (`make tpu-targets`; `tpu`),
-            for memory and collectives; slower to compile (a 7B block about 25 s).
+            for memory and collectives; slower to compile (a 7B block about 25 s). "gpu", for an H100 set: the
+            GPU's own program, compiled by XLA's GPU compiler through JAX's CUDA plugin (`make gpu-targets`; `gpu`).
         attention: "as compiled" (XLA's CPU program keeps every score) or "fused" (no score kept, as a fused
             kernel runs attention on GPUs and TPUs; `levers`).
         remat: Rematerialise each block: keep its input, recompute the rest in the backward pass (`levers`).
@@ -205,10 +205,10 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
     fsdp = fsdp_run_of(regather, reduce_dtype)
     enough_devices(devices)
     shapes = checked_shapes(mesh_shapes, devices.devices)
-    topology = topology_of(program, devices)
+    target = target_of(program, devices)
     found = candidates(built, devices.devices, layouts, shapes)
     steps = Steps(built, batch, seq, language, levers, fsdp)
-    rows = [_row(built, steps, c, devices, batch, seq, efficiency, topology) for c in found]
+    rows = [_row(built, steps, c, devices, batch, seq, efficiency, target) for c in found]
     rows.sort(key=_rank)
     what = f"{batch} x {seq} tokens" if language else f"a batch of {batch}"
     empty = "" if rows else (f"no layout applies to {getattr(built, 'name', 'this model')} on the mesh shapes "
@@ -220,14 +220,14 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
         f"step time"))
 
 
-def _row(model, steps, candidate: Candidate, devices, batch, seq, efficiency, topology) -> AdviceRow:
+def _row(model, steps, candidate: Candidate, devices, batch, seq, efficiency, target) -> AdviceRow:
     shape = candidate.mesh_shape
     if batch % shape[0]:
         return AdviceRow(candidate.layout, shape, None, None, CANNOT,
                          f"the batch of {batch} does not split over {shape[0]} devices of the batch axis")
     try:
-        program = steps.read(candidate, topology)
-    except TpuOutOfMemory as error:  # libtpu refuses to compile a step that does not fit
+        program = steps.read(candidate, target)
+    except OwnProgramOutOfMemory as error:  # an accelerator's compiler refuses a step that does not fit
         return AdviceRow(candidate.layout, shape, None, None, NO, str(error))
     except Exception as error:
         # the weight, its dimension and the mesh axis, in words, where a weight does not divide; anything else is

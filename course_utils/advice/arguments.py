@@ -56,20 +56,31 @@ def checked_layouts(layouts) -> dict | None:
     return layouts
 
 
-def topology_of(program: str, devices: DeviceSet) -> str | None:
-    """The TPU slice to compile for (program="tpu"), None for the CPU program; checks libtpu is there first."""
-    if program not in ("cpu", "tpu") or not isinstance(program, str):
-        raise ValueError(f"program is 'cpu' (XLA's CPU program, corrected) or 'tpu' (the TPU's own, for a TPU "
-                         f"slice). Received: program={program!r}.")
+def target_of(program: str, devices: DeviceSet):
+    """What to compile each candidate's own program for: None (XLA's CPU program alone), ("tpu", the slice) or
+    ("gpu", the device set); checks now, not per candidate, that the compiler is there and knows the target."""
+    if not isinstance(program, str) or program not in ("cpu", "tpu", "gpu"):
+        raise ValueError(f"program is 'cpu' (XLA's CPU program, corrected), 'tpu' (a TPU slice's own, compiled by "
+                         f"libtpu) or 'gpu' (a GPU server's own, compiled by XLA's GPU compiler). Received: "
+                         f"program={program!r}.")
     if program == "cpu":
         return None
+    if program == "gpu":
+        from course_utils.advice.gpu import _plugin, target_config
+
+        if devices.kind != "gpu":
+            raise ValueError(f"program='gpu' compiles for GPUs; {devices.name} is a {devices.kind.upper()} set. Use "
+                             f"program='cpu', or program='tpu' for a TPU slice.")
+        target_config(devices)  # a GPU the course can describe to XLA
+        _plugin()  # the CUDA plugin installed (make gpu-targets)
+        return "gpu", devices
     if devices.topology is None:
         raise ValueError(f"program='tpu' compiles for a TPU slice; {devices.name} is not one (a {devices.kind.upper()} "
                          f"set without a topology). Use program='cpu', or a TPU set such as 'v5e-8'.")
     from course_utils.advice.tpu import topology_devices
 
     topology_devices(devices.topology)  # libtpu missing or the slice unknown: said now, not per candidate
-    return devices.topology
+    return "tpu", devices.topology
 
 
 def model_of(model, dtype: str):
@@ -140,7 +151,7 @@ def levers_of(attention, remat, micro_batch, *, batch: int, seq: int | None, lan
     if levers.memory and (seq < 16 or seq % 4):
         raise ValueError(f"attention='fused' and remat=True fit the step's memory from compiles at seq/4, seq/2 and "
                          f"seq: give a seq that divides by 4, at least 16. Received: seq={seq}.")
-    if levers.memory and program != "cpu":
+    if levers.memory and program != "cpu":  # the fit compiles three lengths; own programs take far longer
         raise ValueError(f"The levers are derived from XLA's CPU program; program={program!r} reads another. Use "
                          f"program='cpu' with them.")
     return levers

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from course_utils.communication.flops import LoopFlops, loop_flops
+from course_utils.communication.flops import LoopFlops, loop_flops, product_flops
 from course_utils.communication.hlo import collective_ops
 from course_utils.communication.instructions import Array, read_program
 from course_utils.communication.traffic import ring_sent_bytes
@@ -143,9 +143,12 @@ def read_step(model, distribution, batch, *, fsdp: FsdpRun | None = None) -> Ste
 def flops_of(compiled, program=None) -> LoopFlops:
     """Floating-point operations per device of a compiled program: XLA's count (`cost_analysis()["flops"]`), each
     loop's products counted as often as it goes round (`communication.flops.loop_flops`)."""
+    program = program or read_program(compiled.as_text())
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    return loop_flops(program or compiled.as_text(), float(cost.get("flops", 0.0)))
+    if cost is None:  # XLA's GPU compiler has no cost analysis: the program's products, counted from its records
+        return loop_flops(program, float(sum(product_flops(program, i) for i in program.instructions())))
+    return loop_flops(program, float(cost.get("flops", 0.0)))
 
 
 def extended(one: StepProgram, two: StepProgram, depth: int) -> StepProgram:

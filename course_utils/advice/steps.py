@@ -42,17 +42,16 @@ class Steps:
                 self.steps[n, s] = (built, _tokens(rows, s))
         self.kept = _kept(model, config, rows, seq) if levers.memory else None
 
-    def read(self, candidate: Candidate, topology: str | None = None) -> StepProgram:
-        """The candidate's step, read from XLA's CPU program (or from the TPU's own for `topology`, its FLOPs still
-        the CPU program's), extended to the model's depth and with the levers pulled."""
-        from course_utils.advice.tpu import read_tpu_step
-
+    def read(self, candidate: Candidate, target=None) -> StepProgram:
+        """The candidate's step, read from XLA's CPU program (or from an accelerator's own for `target`: ("tpu", a
+        slice) or ("gpu", a device set), its FLOPs still the CPU program's), extended to the model's depth and with
+        the levers pulled."""
         programs = {}
         for (n, s), (model, tokens) in self.steps.items():
             program = read_step(model, candidate.distribution(), tokens, fsdp=self.fsdp)
-            if topology:
-                tpu = read_tpu_step(model, candidate.layout_map, candidate.mesh_shape, tokens, topology)
-                program = replace(tpu, flops=program.flops)
+            if target:
+                own = _own_step(target, model, candidate, tokens)
+                program = replace(own, flops=program.flops)
             programs[n, s] = program
         if not self.language:
             return programs[None, None]
@@ -70,6 +69,17 @@ class Steps:
         """Bytes of one block's input on a device: its rows of the batch, each of `seq` tokens of `hidden`."""
         itemsize = 2 if "16" in str(self.compute_dtype) else 4
         return self.rows // candidate.mesh_shape[0] * self.seq * self.hidden * itemsize
+
+
+def _own_step(target, model, candidate: Candidate, tokens) -> StepProgram:
+    kind, where = target
+    if kind == "tpu":
+        from course_utils.advice.tpu import read_tpu_step
+
+        return read_tpu_step(model, candidate.layout_map, candidate.mesh_shape, tokens, where)
+    from course_utils.advice.gpu import read_gpu_step
+
+    return read_gpu_step(model, candidate.layout_map, candidate.mesh_shape, tokens, where)
 
 
 def gradients_and_gathered(model, candidate: Candidate) -> int:

@@ -19,19 +19,13 @@ so no lesson sees it. A TPU VM's own libtpu is used where it is installed.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import sys
 from pathlib import Path
 
-from course_utils.advice.program import StepProgram, Transfer, flops_of, pass_of, summed_transfers
-from course_utils.communication.hlo import collective_ops
-from course_utils.communication.instructions import read_program
-from course_utils.communication.traffic import ring_sent_bytes
-from course_utils.communication.train_step import compile_train_step, training_batch
-from course_utils.layouts.layout_map import make_layout_map
-from course_utils.memory.compiled import memory_of
+from course_utils.advice.own_program import OwnProgramOutOfMemory, read_own_step
+from course_utils.advice.program import StepProgram
 
 LIBTPU = "libtpu==0.0.42.*"  # the version jax 0.10.2 pins (pip's jax[tpu]); a newer libtpu writes programs jaxlib misreads
 FOLDER = Path(sys.prefix) / "libtpu"  # where `make tpu-targets` installs it
@@ -41,8 +35,7 @@ class TpuCompilerMissing(ModuleNotFoundError):
     """libtpu, the TPU's compiler, is not installed where the course looks for it."""
 
 
-class TpuOutOfMemory(ValueError):
-    """The TPU's compiler refused the step: its buffers need more than the chip's memory."""
+TpuOutOfMemory = OwnProgramOutOfMemory  # the TPU's compiler refused the step: more than the chip's memory
 
 
 def available() -> bool:
@@ -97,8 +90,8 @@ def tpu_mesh(mesh_shape: tuple[int, ...], axis_names: tuple[str, ...], topology:
 
 def read_tpu_step(model, layout_map, mesh_shape: tuple[int, int], batch, topology: str) -> StepProgram:
     """One training step of `model` compiled by libtpu for the slice `topology`, with `layout_map`'s rules on
-    a mesh of its devices, and read: the TPU's memory and collectives (shape-only; nothing runs), and its
-    `cost_analysis()` FLOPs, which count a loop's body once (`advise` takes the CPU program's).
+    a mesh of its devices, and read (`own_program.read_own_step`): the TPU's memory and collectives (shape-only;
+    nothing runs).
 
     Args:
         model: A compiled Keras model, real or shape-only.
@@ -107,57 +100,11 @@ def read_tpu_step(model, layout_map, mesh_shape: tuple[int, int], batch, topolog
         batch: `(x, y)` as `jax.ShapeDtypeStruct`s, or the input's shape.
         topology: The slice, e.g. "v5e:2x4".
     """
-    from keras import distribution
-
     from course_utils.advice.candidates import MESH_AXES
 
-    mesh = tpu_mesh(mesh_shape, MESH_AXES, topology)
-    rules = {key: tuple(layout.axes) for key, layout in layout_map.items()}
-    on_slice = distribution.ModelParallel(layout_map=make_layout_map(mesh, rules), batch_dim_name=MESH_AXES[0])
-    try:
-        with _not_cached():
-            compiled = compile_train_step(model, on_slice, training_batch(model, batch), options=None, donate=True)
-    except Exception as error:  # jax.errors.JaxRuntimeError, libtpu's RESOURCE_EXHAUSTED
-        if "RESOURCE_EXHAUSTED" not in str(error):
-            raise
-        raise TpuOutOfMemory(f"the TPU's compiler: {str(error).split(':', 1)[-1].strip()[:300]}") from None
-    program = read_program(compiled.as_text())
-    ops = collective_ops(program, MESH_AXES, tuple(mesh_shape))
-    looped = sorted({op.computation for op in ops if op.times == 0})
-    if looped:
-        raise ValueError(f"The TPU program sends collectives inside loops ({', '.join(looped[:3])}) whose trip count "
-                         f"it does not write, so their bytes cannot be read from it. Use program='cpu' for this model.")
-    transfers = [_tpu_transfer(op) for op in ops]
     version = getattr(_libtpu(), "__version__", "") or _installed_version()
-    flops = flops_of(compiled, program)
-    return StepProgram(memory_of(compiled), flops.flops, summed_transfers(transfers), undercounted=flops.undercounted,
-                       source=f"the TPU's own program (libtpu {version}, slice {topology})")
-
-
-@contextlib.contextmanager
-def _not_cached():
-    """Compiles without writing to the persistent compilation cache: a program compiled for a TPU that is not
-    there cannot be loaded back (JAX would warn at every later compile of it), and a 7B step's would crowd
-    out the lessons' programs."""
-    import jax
-
-    before = jax.config.jax_persistent_cache_min_compile_time_secs
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", float("inf"))
-    try:
-        yield
-    finally:
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", before)
-
-
-def _tpu_transfer(op) -> Transfer:
-    """What one collective of a TPU program sends, as the program writes it (nothing corrected). The TPU's
-    reduce-scatter emitter is a fusion around an all-reduce and a slice; it sends (n-1)/n of its operand."""
-    n = op.group_size
-    if op.kind == "all-reduce" and op.computation.startswith("all-reduce-scatter"):
-        kind, sent = "reduce-scatter", round(op.bytes * (n - 1) / n)
-    else:
-        kind, sent = op.kind, ring_sent_bytes(op.kind, op.bytes, n)
-    return Transfer(kind, op.axes, pass_of(op), n, op.times, sent * op.times, sent * op.times)
+    return read_own_step(model, layout_map, tpu_mesh(mesh_shape, MESH_AXES, topology), batch, what="TPU",
+                         source=f"the TPU's own program (libtpu {version}, slice {topology})")
 
 
 def _installed_version() -> str:

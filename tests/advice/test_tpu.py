@@ -76,14 +76,16 @@ def test_a_topology_must_be_a_tpu_slice_of_as_many_chips():
 
 
 def test_program_tpu_needs_a_tpu_set_and_says_so():
-    from course_utils.advice.arguments import topology_of
+    from course_utils.advice.arguments import target_of
     from course_utils.hardware import device_set
 
     with pytest.raises(ValueError, match="is not one"):
-        topology_of("tpu", device_set("8xH100-80GB"))
+        target_of("tpu", device_set("8xH100-80GB"))
     with pytest.raises(ValueError, match="program is 'cpu'"):
-        topology_of("gpu", device_set("v5e-8"))
-    assert topology_of("cpu", device_set("v5e-8")) is None
+        target_of("xpu", device_set("v5e-8"))
+    with pytest.raises(ValueError, match="program='gpu' compiles for GPUs; v5e-8 is a TPU set"):
+        target_of("gpu", device_set("v5e-8"))
+    assert target_of("cpu", device_set("v5e-8")) is None
 
 
 needs_libtpu = pytest.mark.skipif(not __import__("course_utils.advice.tpu", fromlist=["available"]).available(),

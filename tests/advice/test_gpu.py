@@ -1,0 +1,53 @@
+"""A GPU's own program, compiled by XLA's GPU compiler through JAX's CUDA plugin on a machine without a GPU
+(`make gpu-targets`; `make test` installs it): it compiles, and it sends and holds what the corrected CPU program
+says an accelerator would."""
+
+import keras_hub
+import pytest
+
+from course_utils.advice import gpu
+from course_utils.hardware import device_set
+from course_utils.memory.presets import abstract_model
+
+needs_plugin = pytest.mark.skipif(not gpu.available(), reason="the CUDA plugin is not installed (make gpu-targets)")
+TINY = dict(vocabulary_size=512, num_layers=1, num_query_heads=8, num_key_value_heads=8, hidden_dim=64,
+            intermediate_dim=256)  # lesson 10's tiny Llama
+
+
+def test_the_h100_is_described_to_xla_from_its_device_set_and_another_chip_is_refused():
+    config = gpu.target_config(device_set("8xH100-80GB"))
+    assert "core_count: 132" in config and "device_memory_size: 80000000000" in config
+    assert "memory_bandwidth: 3350000000000" in config and "major: 9" in config
+    with pytest.raises(ValueError, match=r"program='gpu' knows the GPUs .* v5e-8 is made of"):
+        gpu.target_config(device_set("v5e-8"))
+
+
+@needs_plugin
+@pytest.mark.parametrize("layout, mesh_shape", [("official map", (2, 4)), ("FSDP", (8, 1))])
+def test_the_gpus_own_program_sends_what_the_corrected_cpu_program_says_and_holds_less(layout, mesh_shape):
+    from course_utils.advice.candidates import candidates
+    from course_utils.advice.program import read_step
+    from course_utils.memory.compiled import language_model_step
+
+    backbone = abstract_model(keras_hub.models.LlamaBackbone, TINY, dtype="mixed_bfloat16")
+    model, tokens = language_model_step(type(backbone), backbone.get_config(), 8, 32)
+    (candidate,) = [c for c in candidates(backbone, 8, None, [mesh_shape]) if c.layout == layout]
+    own = gpu.read_gpu_step(model, candidate.layout_map, mesh_shape, tokens, device_set("8xH100-80GB"))
+    cpu = read_step(model, candidate.distribution(), tokens)
+    assert "GPU's own program" in own.source and own.flops > 0
+    # the GPU keeps bf16 as bf16: less than XLA CPU's f32 copies; what it sends is what the CPU's correction says
+    assert own.memory.peak < cpu.memory.peak
+    assert 0.9 < own.sent() / cpu.sent() < 1.1
+    assert {t.kind for t in own.transfers} <= {"all-gather", "all-reduce", "reduce-scatter", "all-to-all",
+                                                "collective-permute"}
+
+
+@needs_plugin
+def test_advise_reads_the_gpus_own_program():
+    from course_utils import advise
+
+    backbone = abstract_model(keras_hub.models.LlamaBackbone, TINY, dtype="mixed_bfloat16")
+    advice = advise(backbone, devices="8xH100-80GB", batch=8, seq=32, mesh_shapes=[(8, 1)], program="gpu")
+    assert advice.program == "gpu" and all("GPU's own program" in r.program.source for r in advice if r.program)
+    with pytest.raises(ValueError, match=r"levers are derived from XLA's CPU program"):
+        advise(backbone, devices="8xH100-80GB", batch=8, seq=32, program="gpu", attention="fused")
