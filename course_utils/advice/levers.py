@@ -23,9 +23,8 @@ input (`rows x s x hidden`, in the compute type): one block, the last, is still 
 recomputed; its compute is one forward pass more. Micro-batches compile the step at the micro-batch and run it
 `batch / micro_batch` times (each micro-step gathers and reduces as the step does).
 
-Where XLA CPU's buffers do not grow as a polynomial (a term of one block comes out negative, or its scores more
-than a factor of 2 from what the trace keeps), one block's growth is read from the traced residuals instead: what
-its backward pass keeps for a device's share of the batch.
+Where XLA CPU's buffers do not grow as a polynomial (a term of one block comes out negative), one block's growth
+at the sequence length, as compiled, is shared between the two terms as the traced residuals share it.
 
 Where this is wrong: the fit is exact for the three lengths compiled; a fused kernel keeps a few floats per
 token and head (its softmax statistics), counted as nothing; an accelerator's XLA fuses differently (its own
@@ -119,8 +118,8 @@ def levered_memory(one: dict[int, StepMemory], two: dict[int, StepMemory] | None
         base = narrow(whole, kept.block_linear, kept.block_quadratic)
     else:  # the first block at the blocks' share, the rest (embedding, logits, loss) at theirs
         block = fitted({s: m.temporaries for s, m in two.items()}, seq) - whole
-        if not _sane(block, kept, rows_split):  # XLA CPU's buffers did not grow as a polynomial: the trace's
-            block = _traced(block, kept, rows_split)  # residuals say what one block keeps
+        if not _sane(block):  # XLA CPU's buffers did not grow as a polynomial: what one block grew by, shared out as
+            block = _traced(block, kept, rows_split)  # the traced residuals share it
         outside = whole - block
         base = Terms(whole.constant, max(0.0, outside.linear) * kept.linear + block.linear * kept.block_linear,
                      0.0 if fused else max(0.0, outside.quadratic) * kept.quadratic +
@@ -145,15 +144,16 @@ def _wide(own: float, share: float, rows_split: int) -> float:
     return own / share / rows_split if share else 0.0
 
 
-def _sane(block: Terms, kept, rows_split: int) -> bool:
-    """Whether one block's fitted growth reads as activations do: no negative term, and its scores within a factor
-    of 2 of what the trace keeps."""
-    traced = _wide(kept.block_quadratic_bytes, kept.block_quadratic, rows_split)
-    return block.linear >= 0 and block.quadratic >= 0 and (not traced or 0.5 <= block.quadratic / traced <= 2)
+def _sane(block: Terms) -> bool:
+    """Whether one block's fitted growth reads as activations do: no negative term."""
+    return block.linear >= 0 and block.quadratic >= 0
 
 
 def _traced(block: Terms, kept, rows_split: int) -> Terms:
-    """One block's growth read from the trace instead of the fit: what its backward pass keeps, a device's share of
-    the batch, as XLA CPU keeps it (the shares narrow it again)."""
-    return Terms(block.constant, _wide(kept.block_linear_bytes, kept.block_linear, rows_split),
-                 _wide(kept.block_quadratic_bytes, kept.block_quadratic, rows_split))
+    """One block's growth at the sequence length as XLA CPU measured it, shared between what grows with the sequence
+    and what grows with its square as the traced residuals share it (a device's share of the batch)."""
+    grown = block.linear + block.quadratic
+    linear = _wide(kept.block_linear_bytes, kept.block_linear, rows_split)
+    quadratic = _wide(kept.block_quadratic_bytes, kept.block_quadratic, rows_split)
+    share = linear / (linear + quadratic) if linear + quadratic else 1.0
+    return Terms(block.constant, grown * share, grown * (1 - share))
