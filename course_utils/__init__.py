@@ -47,13 +47,15 @@ _EXPORTS = {
     "course_utils.communication.traffic": ("compare_communication",),
     "course_utils.advice.advise": ("Advice", "advise"),
     "course_utils.hardware": ("DeviceSet", "device_set"),
+    "course_utils.pipeline": ("Schedule", "schedule"),
     "course_utils.train": ("TrainingRun", "reordered_rows", "run_training"),
     "course_utils.equivalence": ("Comparison", "RunComparison", "compare_runs", "compare_weights"),
     "course_utils.checkpoints": ("load_checkpoint", "save_checkpoint"),
     "course_utils.multiprocess": ("ProcessOwnership", "ProcessSetup", "local_rows", "planned_batch_slices",
                                   "process_batch_slice", "process_ownership", "setup_process"),
     "course_utils.viz": ("device_color", "draw_advice", "draw_batch_split", "draw_bytes", "draw_collectives_by", "draw_fit", "draw_memory", "draw_memory_by",
-                         "draw_mesh", "draw_model", "draw_placement", "draw_process_mesh", "draw_roofline"),
+                         "draw_mesh", "draw_model", "draw_placement", "draw_process_mesh", "draw_roofline",
+                         "draw_schedule"),
     "course_utils.widgets": ("layout_explorer", "mesh_explorer", "model_explorer"),
     "course_utils.exercises": ("check",),
     "course_utils.exercises.progress": ("progress",),
@@ -63,7 +65,7 @@ _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 # the modules and folders of the package, reachable as attributes (course_utils.models, course_utils.memory)
 _SUBMODULES = ("advice", "checkpoints", "communication", "course", "devices", "equivalence", "exercises", "guards",
                "hardware", "jax_internals", "keras_internals", "layout_axes", "layouts", "memory", "mesh", "models", "multiprocess",
-               "placements", "program_cache", "step_replay", "train", "viz", "widgets", "xla_settings")
+               "pipeline", "placements", "program_cache", "step_replay", "train", "viz", "widgets", "xla_settings")
 
 __all__ = sorted(_HOME)
 

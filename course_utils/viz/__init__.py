@@ -3,7 +3,7 @@
 `mesh` draws a mesh, `tensor` one tensor's blocks (and a batch split), `model` every weight of a
 model and its memory, `panels` the tensor panels those two share, `blocks` the marks of one block,
 `bars` bytes per device, `communication` the bytes each mesh axis carries per step, `processes`
-devices by process, `fit` a `memory.fit.FitReport`, `advice` the advisor's ranking and a roofline.
+devices by process, `fit` a `memory.fit.FitReport`, `advice` the advisor's ranking and a roofline, `pipeline` a pipeline's schedule.
 
 Every function returns a `matplotlib.figure.Figure` and never shows it; the
 notebook decides. Figures are built without pyplot, so nothing accumulates in
@@ -23,6 +23,7 @@ from course_utils.viz.model import draw_bytes, draw_memory, draw_memory_by, draw
 from course_utils.viz.palette import DEVICE_COLORS, device_color, mesh_colors, process_color
 from course_utils.viz.communication import draw_collectives_by
 from course_utils.viz.fit import draw_fit
+from course_utils.viz.pipeline import draw_schedule
 from course_utils.viz.processes import draw_process_mesh
 from course_utils.viz.tensor import draw_batch_split, draw_placement
 
@@ -34,5 +35,5 @@ def load_ipython_extension(shell) -> None:
 
 __all__ = ["BLOCK_GID", "DEVICE_COLORS", "device_color", "draw_advice", "draw_batch_split", "draw_bytes", "draw_collectives_by",
            "draw_fit", "draw_memory", "draw_memory_by", "draw_mesh", "draw_model", "draw_placement", "draw_process_mesh",
-           "draw_roofline",
+           "draw_roofline", "draw_schedule",
            "figure_png", "load_ipython_extension", "mesh_colors", "process_color", "projected_sizes"]
