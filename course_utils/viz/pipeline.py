@@ -38,7 +38,7 @@ def draw_schedule(*schedules: Schedule, title: str | None = None) -> Figure:
                         f"Received: {[type(s).__name__ for s in schedules]}.")
     longest = max(s.makespan for s in schedules)
     rows = sum(s.stages for s in schedules)
-    fig = Figure(figsize=(MAX_WIDTH, 1.5 + 0.5 * rows + 0.75 * len(schedules)), layout="constrained")
+    fig = Figure(figsize=(MAX_WIDTH, 1.4 + 0.36 * rows + 0.7 * len(schedules)), layout="constrained")
     axes = fig.subplots(len(schedules), 1, squeeze=False, sharex=True,
                         gridspec_kw={"height_ratios": [s.stages for s in schedules]})[:, 0]
     for ax, plan in zip(axes, schedules):
