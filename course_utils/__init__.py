@@ -52,6 +52,7 @@ _EXPORTS = {
                               "ring_attention", "ring_schedule", "ring_self_attention"),
     "course_utils.advice.advise": ("Advice", "advise"),
     "course_utils.hardware": ("DeviceSet", "device_set"),
+    "course_utils.pipeline": ("Schedule", "schedule"),
     "course_utils.serving": ("DecodeProgram", "DecodeTime", "cache_bytes", "cache_bytes_per_token", "catch_up",
                              "decode_points", "decode_step", "decode_time", "kv_cache_shape", "loading_peaks",
                              "read_decode", "read_program"),
@@ -62,7 +63,8 @@ _EXPORTS = {
                                   "process_batch_slice", "process_ownership", "setup_process"),
     "course_utils.viz": ("device_color", "draw_advice", "draw_batch_split", "draw_block_memory", "draw_bytes",
                          "draw_collectives_by", "draw_decode", "draw_fit", "draw_memory", "draw_memory_by", "draw_mesh",
-                         "draw_model", "draw_placement", "draw_process_mesh", "draw_ring", "draw_roofline"),
+                         "draw_model", "draw_placement", "draw_process_mesh", "draw_ring", "draw_roofline",
+                         "draw_schedule"),
     "course_utils.widgets": ("layout_explorer", "mesh_explorer", "model_explorer"),
     "course_utils.exercises": ("check",),
     "course_utils.exercises.progress": ("progress",),
@@ -73,7 +75,7 @@ _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("advice", "cache_folder", "checkpoint_problems", "checkpoints", "communication", "course", "devices",
                "equivalence", "exercises", "guards",
                "hardware", "jax_internals", "keras_internals", "layout_axes", "layouts", "memory", "mesh", "models", "multiprocess",
-               "placements", "program_cache", "sequence", "serving", "step_replay", "train", "viz", "widgets", "xla_settings")
+               "pipeline", "placements", "program_cache", "sequence", "serving", "step_replay", "train", "viz", "widgets", "xla_settings")
 
 __all__ = sorted(_HOME)
 

@@ -3,8 +3,8 @@
 `mesh` draws a mesh, `tensor` one tensor's blocks (and a batch split), `model` every weight of a
 model and its memory, `panels` the tensor panels those two share, `blocks` the marks of one block,
 `bars` bytes per device, `communication` the bytes each mesh axis carries per step, `processes`
-devices by process, `fit` a `memory.fit.FitReport`, `advice` the advisor's ranking and a roofline, `sequence`
-what a block keeps as the sequence grows and the steps of ring attention, `serving` a decode step's two
+devices by process, `fit` a `memory.fit.FitReport`, `advice` the advisor's ranking and a roofline, `pipeline` a
+pipeline's schedule, `sequence` what a block keeps as the sequence grows and the steps of ring attention, `serving` a decode step's two
 clocks.
 
 Every function returns a `matplotlib.figure.Figure` and never shows it; the
@@ -25,6 +25,7 @@ from course_utils.viz.model import draw_bytes, draw_memory, draw_memory_by, draw
 from course_utils.viz.palette import DEVICE_COLORS, device_color, mesh_colors, process_color
 from course_utils.viz.communication import draw_collectives_by
 from course_utils.viz.fit import draw_fit
+from course_utils.viz.pipeline import draw_schedule
 from course_utils.viz.processes import draw_process_mesh
 from course_utils.viz.sequence import draw_block_memory, draw_ring
 from course_utils.viz.serving import draw_decode
@@ -39,5 +40,5 @@ def load_ipython_extension(shell) -> None:
 __all__ = ["BLOCK_GID", "DEVICE_COLORS", "device_color", "draw_advice", "draw_batch_split", "draw_block_memory", "draw_bytes",
            "draw_collectives_by", "draw_decode",
            "draw_fit", "draw_memory", "draw_memory_by", "draw_mesh", "draw_model", "draw_placement", "draw_process_mesh",
-           "draw_ring", "draw_roofline",
+           "draw_ring", "draw_roofline", "draw_schedule",
            "figure_png", "load_ipython_extension", "mesh_colors", "process_color", "projected_sizes"]

@@ -30,6 +30,9 @@ PROCESS_COLORS = ("#002b62", "#5b606e", "#a19975", "#f3db42")
 MEMORY_COLORS = {"weights": "#004488", "gradients": "#ddaa33", "optimizer": "#bb5566"}
 #: What a training step adds to them at its peak (a light blue, near-black and light grey: apart from the three above).
 STEP_COLORS = {"activations": "#77aadd", "gathered": "#222222", "scratch": "#dddddd"}
+#: Micro-batch m of a pipeline's schedule (Paul Tol's "light" scheme, made for labelled cells: black text reads
+#: on each; the label "F3" / "B3" names the micro-batch, so colour is never its only mark).
+MICRO_BATCH_COLORS = ("#77aadd", "#ee8866", "#eedd88", "#ffaabb", "#99ddff", "#44bb99", "#bbcc33", "#aaaa00")
 #: A block copied on several devices, and cells of the mesh that do not hold it.
 COPY_COLOR = "#f2f2f2"
 UNLIT_COLOR = "#ffffff"
