@@ -51,6 +51,8 @@ _EXPORTS = {
     "course_utils.sequence": ("attention_memory", "block_memory", "full_attention", "longest_sequence",
                               "ring_attention", "ring_schedule", "ring_self_attention"),
     "course_utils.advice.advise": ("Advice", "advise"),
+    "course_utils.advice.program": ("StepProgram", "read_step"),
+    "course_utils.advice.estimate": ("StepTime", "crossover", "step_time"),
     "course_utils.hardware": ("DeviceSet", "device_set"),
     "course_utils.pipeline": ("Schedule", "schedule"),
     "course_utils.serving": ("DecodeProgram", "DecodeTime", "cache_bytes", "cache_bytes_per_token", "catch_up",
