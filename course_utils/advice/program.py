@@ -32,7 +32,7 @@ from course_utils.communication.instructions import Array, read_program
 from course_utils.communication.traffic import ring_sent_bytes
 from course_utils.communication.train_step import compile_train_step, training_batch
 from course_utils.memory.compiled import StepMemory, extended_memory, memory_of
-from course_utils.xla_settings import READING_COMPILE
+from course_utils.xla_settings import READING_COMPILE, keyed_without_names
 
 PASSES = ("forward", "backward", "other")
 FSDP_AXIS = "batch"  # the axis the advisor's meshes split the batch and FSDP's weights over
@@ -126,8 +126,11 @@ def read_step(model, distribution, batch, *, fsdp: FsdpRun | None = None) -> Ste
         fsdp: How a run sends what FSDP sends (`FsdpRun`); None: as the program is written (each weight gathered
             once, gradients summed in the type they were computed in).
     """
-    compiled = compile_train_step(model, distribution, training_batch(model, batch), options=READING_COMPILE,
-                                  donate=True)
+    # keyed without its names: a model built again (Keras numbers its unnamed layers anew) finds the program the
+    # first one compiled; nothing the advisor reads depends on a layer's number
+    with keyed_without_names():
+        compiled = compile_train_step(model, distribution, training_batch(model, batch), options=READING_COMPILE,
+                                      donate=True)
     memory = memory_of(compiled)
     mesh = distribution.device_mesh
     program = read_program(compiled.as_text())

@@ -111,7 +111,7 @@ def language_model_step(backbone_class, config: dict, batch: int, seq: int) -> t
     from course_utils.memory.state import shape_only_optimizer
 
     model = causal_lm_of(shape_only_backbone(backbone_class, config))
-    model.compile(optimizer=shape_only_optimizer(keras.optimizers.Adam(), model),
+    model.compile(optimizer=shape_only_optimizer(keras.optimizers.Adam(name="adam"), model),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     tokens = jax.ShapeDtypeStruct((batch, seq), "int32")
     return model, ({"token_ids": tokens, "padding_mask": tokens}, tokens)

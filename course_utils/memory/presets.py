@@ -16,6 +16,7 @@ Not counted: activations, which grow with batch size and sequence length.
 
 from __future__ import annotations
 
+
 import functools
 from dataclasses import dataclass, field
 
@@ -159,7 +160,9 @@ def causal_lm_of(backbone):
     if task is None:
         raise ValueError(f"keras-hub has no {name} for {type(backbone).__name__}: pass a language model's backbone "
                          f"(Gemma, Llama, Qwen ...).")
-    return task(backbone=backbone, preprocessor=None)
+    # a name of its own, always the same: each model built for the same step compiles to the same program (Keras
+    # would number a second one, and the compilation cache would miss it)
+    return task(backbone=backbone, preprocessor=None, name=f"{name.removesuffix('CausalLM').lower()}_causal_lm")
 
 
 def _resolve(model, config):

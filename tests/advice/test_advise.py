@@ -183,3 +183,18 @@ def test_a_layout_that_cannot_split_a_weight_says_which_in_words():
     assert "key/kernel (1, 32, 8): dimension 0, of size 1, does not divide into 4 parts along 'model'" in official.problem
     verdicts = [r.verdict for r in advice]  # those that cannot run are ranked after every candidate that runs
     assert verdicts[0] == "fits" and verdicts.index("cannot split") == verdicts.count("fits") and verdicts[-1] == "cannot split"
+
+
+def test_advising_twice_compiles_nothing_again(monkeypatch):
+    from course_utils.program_cache import installed
+
+    cache = installed()
+    if cache is None:
+        pytest.skip("the compilation cache is off")
+    llama = abstract_model(keras_hub.models.LlamaBackbone, LLAMA)
+    advise(llama, devices="8xH100-80GB", batch=8, seq=16, mesh_shapes=[(2, 4)])
+    written = []
+    monkeypatch.setattr(cache, "put", lambda key, value, put=cache.put: (written.append(key), put(key, value)))
+    again = advise(llama, devices="8xH100-80GB", batch=8, seq=16, mesh_shapes=[(2, 4)])
+    # the second build numbers Keras's unnamed layers anew (llama_rotary_embedding_1): its programs are the first's
+    assert again.rows and [key for key in written if key.startswith("jit_train_step")] == []
