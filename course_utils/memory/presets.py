@@ -16,7 +16,6 @@ Not counted: activations, which grow with batch size and sequence length.
 
 from __future__ import annotations
 
-
 import functools
 from dataclasses import dataclass, field
 
