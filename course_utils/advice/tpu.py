@@ -60,17 +60,43 @@ def _libtpu():
     return libtpu
 
 
+# No TPU here: tell libtpu so, instead of letting it look for workers and print why it found none; and as it only
+# compiles, another process (a second kernel, a test) may load it too.
+_ENVIRONMENT = {"TPU_SKIP_MDS_QUERY": "1", "TPU_WORKER_HOSTNAMES": "localhost", "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
+_PROBE = ("import sys; sys.path.append(sys.argv[1]); import jax; jax.config.update('jax_platforms', 'cpu'); "
+          "from jax.experimental import topologies; topologies.get_topology_desc(sys.argv[2], 'tpu')")
+
+
+@functools.cache
+def loads_whole(topology: str) -> None:
+    """Loads libtpu once in a process of its own first: a damaged library (a file cut short) would otherwise kill
+    the kernel that loads it (SIGBUS), with no message. Raises `TpuCompilerMissing` with how to install it again."""
+    import subprocess
+
+    # the library in FOLDER, as `import libtpu` finds it (not one an earlier import named in TPU_LIBRARY_PATH)
+    environment = {k: v for k, v in {**os.environ, **_ENVIRONMENT}.items() if k != "TPU_LIBRARY_PATH"}
+    done = subprocess.run([sys.executable, "-c", _PROBE, str(FOLDER), topology], capture_output=True, text=True,
+                          timeout=300, env=environment)
+    if done.returncode < 0 or (done.returncode and "libtpu does not know" not in done.stderr
+                               and "ImportError" in done.stderr):
+        import signal
+
+        how = f"was killed by {signal.Signals(-done.returncode).name}" if done.returncode < 0 else "failed to load it"
+        raise TpuCompilerMissing(
+            f"libtpu in {FOLDER} is damaged: a process that loaded it {how}. Install it again: rm -rf {FOLDER} && "
+            f"make tpu-targets. ({done.stderr.strip().splitlines()[-1][:200] if done.stderr.strip() else 'no message'})")
+
+
 @functools.cache
 def topology_devices(topology: str) -> tuple:
     """The devices of a TPU slice named like "v5e:2x4" or "v5p:2x2x2", to compile for (none is there)."""
     _libtpu()
+    if FOLDER.is_dir():
+        loads_whole(topology)
     from jax.experimental import topologies
 
-    # No TPU here: tell libtpu so, instead of letting it look for workers and print why it found none.
-    os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
-    os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
-    # compiling only: another process (a second kernel, a test) may load libtpu too
-    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    for name, value in _ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
     try:
         return tuple(topologies.get_topology_desc(topology, "tpu").devices)
     except Exception as error:  # libtpu's own error types

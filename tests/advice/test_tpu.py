@@ -199,3 +199,18 @@ def test_the_tpu_program_sends_about_what_the_corrected_cpu_program_says(layout,
     cpu = read_step(model, candidate.distribution(), tokens)
     tpu = read_tpu_step(model, candidate.layout_map, mesh_shape, tokens, "v5e:2x4")
     assert 1 / 1.5 < tpu.sent() / cpu.sent() < 1.5
+
+
+def test_a_damaged_libtpu_is_named_with_how_to_install_it_again_and_the_kernel_lives(tmp_path, monkeypatch):
+    # a libtpu cut short: loaded in this process it would kill it (SIGBUS); it is loaded in a process of its own
+    from course_utils.advice import tpu
+
+    damaged = tmp_path / "libtpu"
+    (damaged / "libtpu").mkdir(parents=True)
+    (damaged / "libtpu" / "__init__.py").write_text("import ctypes, os\nctypes.string_at(0)\n")  # dies by a signal
+    monkeypatch.setattr(tpu, "FOLDER", damaged)
+    tpu.loads_whole.cache_clear()
+    with pytest.raises(tpu.TpuCompilerMissing, match=r"libtpu in .* is damaged: a process that loaded it was killed "
+                                                     r"by SIG\w+. Install it again: rm -rf .* && make tpu-targets"):
+        tpu.loads_whole("v5e:2x4")
+    tpu.loads_whole.cache_clear()
