@@ -1,8 +1,9 @@
-"""Collectives in compiled XLA programs, read from the program's text.
+"""Collectives in compiled XLA programs, read from the program's records (`instructions`).
 
 `jax.jit(f).lower(...).compile().as_text()` lists every collective the SPMD
-partitioner inserted, with the groups of devices it runs over. This module
-turns those lines into plain data: kind, mesh axes, count and bytes.
+partitioner inserted, with the groups of devices it runs over (`device_groups`)
+and the operation it was inserted for (`op_names`). This module turns them into
+plain data: kind, mesh axes, count and bytes.
 
 Derived in notebook 02, which counts the collectives of a compiled gradient
 by hand; `communication_report` uses this version.
@@ -10,13 +11,12 @@ by hand; `communication_report` uses this version.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
-import numpy as np
-
+from course_utils.communication.device_groups import axes_of, group_size, groups as device_groups
 from course_utils.communication.instructions import Array, Instruction, Program, read_program
+from course_utils.communication.op_names import Source, parse_op_name
 from course_utils.communication.runs import executions
 from course_utils.communication.traffic import operand_bytes, ring_sent_bytes
 from course_utils.communication.widened import Widening
@@ -33,25 +33,6 @@ class Collective:
     count: int
     bytes: int
     source: str  # "compiled" or the reason it is expected
-
-
-@dataclass(frozen=True)
-class Source:
-    """The operation a compiled instruction came from, read from its `metadata={op_name=...}`.
-
-    Attributes:
-        scope: The JAX name stack of the operation with transformations
-            unwrapped, e.g. "gemma_backbone/decoder_block_0/ffw_gating"
-            (Keras layers open one name scope each).
-        op: The JAX primitive, e.g. "dot_general" or "reduce_sum".
-        backward: True inside the gradient (a `transpose(...)` of the forward pass).
-        detail: Name scopes that are not layers, e.g. an einsum's equation "btd,df->btf".
-    """
-
-    scope: str
-    op: str
-    backward: bool
-    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -164,13 +145,13 @@ def _collective_op(program: Program, instruction: Instruction, kind: str, axis_n
     sources = parse_op_name(instruction.op_name) if instruction.op_name else ()
     pieces = {user.index: _sources_of(user) for user, _ in program.users.get(instruction.name, [])
               if user.opcode == "get-tuple-element"} if instruction.is_tuple else {}
-    groups = _groups(instruction.attributes)
+    groups = device_groups(instruction.attributes)
     operand = program.get(instruction.operands[0]) if instruction.operands else None
     dtypes = tuple(a.dtype for a in arrays)
     return CollectiveOp(
-        name=instruction.name, kind=kind, axes=_axes_of(groups, axis_names, mesh_shape),
+        name=instruction.name, kind=kind, axes=axes_of(groups, axis_names, mesh_shape),
         bytes=sum(a.bytes for a in arrays),
-        group_size=_group_size(kind, groups, axis_names, mesh_shape, instruction.attributes),
+        group_size=group_size(kind, groups, axis_names, mesh_shape, instruction.attributes),
         shapes=tuple(a.shape for a in arrays), dtypes=dtypes, sources=sources,
         operand=_program_input(program, instruction.operands),
         parts=tuple(pieces.get(i, ()) for i in range(max(pieces) + 1)) if pieces else (sources,),
@@ -236,116 +217,3 @@ def _program_input(program: Program, operands, depth: int = 8) -> str:
     if producer.opcode in _PASS_THROUGH and moves_only:
         return _program_input(program, producer.operands, depth - 1)
     return ""
-
-
-def parse_op_name(op_name: str) -> tuple[Source, ...]:
-    """The operations named by one `op_name`, e.g. "jit(step)/transpose(jvp(m))/d1/dot_general".
-
-    Transformations (`jvp(...)`, `transpose(...)`) are unwrapped, jitted
-    function names (`jit(...)`) dropped; a combined name "a/(b/x:c/y)" is
-    one source per alternative.
-    """
-    sources = []
-    for parts, backward in _expand(_split(op_name, "/"), False):
-        names = [p for p in parts if p]
-        if not names:
-            continue
-        scopes = [n for n in names[:-1] if not _is_detail(n)]
-        details = [n for n in names[:-1] if _is_detail(n)]
-        sources.append(Source("/".join(scopes), names[-1], backward, " ".join(details)))
-    return tuple(sources)
-
-
-def _expand(parts: list[str], backward: bool):
-    """Yields (plain names, backward) for each alternative spelled by `parts`."""
-    if not parts:
-        yield [], backward
-        return
-    head, rest = parts[0], parts[1:]
-    wrapper = re.fullmatch(r"([\w\-]+)\((.*)\)", head)
-    if head.startswith("(") and head.endswith(")"):
-        alternatives = [_split(a, "/") for a in _split(head[1:-1], ":")]
-    elif wrapper and wrapper.group(1) in ("jit", "pjit"):
-        alternatives = [[]]
-    elif wrapper:
-        alternatives = [_split(wrapper.group(2), "/")]
-        backward = backward or wrapper.group(1) == "transpose"
-    else:
-        alternatives = None
-    if alternatives is None:
-        for tail, back in _expand(rest, backward):
-            yield [head] + tail, back
-        return
-    for alternative in alternatives:
-        for inner, back in _expand(alternative, backward):
-            for tail, back2 in _expand(rest, back):
-                yield inner + tail, back2
-
-
-def _split(text: str, sep: str) -> list[str]:
-    """Splits `text` at `sep` outside parentheses."""
-    parts, depth, current = [], 0, ""
-    for ch in text:
-        depth += (ch == "(") - (ch == ")")
-        if ch == sep and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    return parts + [current]
-
-
-def _is_detail(name: str) -> bool:
-    return "->" in name or "," in name
-
-
-def _axes_of(groups, axis_names, mesh_shape) -> tuple[str, ...]:
-    """The mesh axes along which a collective's device groups (`_groups`) vary."""
-    if groups is None:
-        return ()
-    coords = [np.array(np.unravel_index(np.asarray(g), mesh_shape)) for g in groups if len(g) > 1]
-    varying = {i for c in coords for i in range(len(mesh_shape)) if len(set(c[i])) > 1}
-    return tuple(a for i, a in enumerate(axis_names) if i in varying)
-
-
-def _group_size(kind: str, groups, axis_names, mesh_shape, line: str) -> int:
-    """How many devices take part in each group of a collective: a collective-permute's ring is the devices
-    its pairs join (along the axes they vary over); the others' groups are listed."""
-    if groups is None:
-        return 1
-    if kind == "collective-permute" or "source_target_pairs" in line:
-        sizes = dict(zip(axis_names, mesh_shape))
-        return math.prod(sizes[a] for a in _axes_of(groups, axis_names, mesh_shape)) or 1
-    return max(len(g) for g in groups)
-
-
-def _iota(dims: str, perm: str | None) -> np.ndarray:
-    sizes = [int(v) for v in dims.split(",")]
-    ids = np.arange(math.prod(sizes)).reshape(sizes)
-    return ids.transpose([int(v) for v in perm.split(",")]) if perm else ids
-
-
-def _groups(line: str):
-    """Device groups of a collective, as lists of positions in the mesh's device order.
-
-    XLA writes them in one of three forms: a named mesh with the axes that
-    group devices (`mesh['axis_0'=2,'axis_1'=4] {'axis_0'}`, optionally with
-    `device_ids=([2,4]T(1,0))`), an iota (`[2,4]<=[8]`), or explicit lists.
-    """
-    named = re.search(r"replica_groups=mesh\[([^\]]*)\](?:,\s*device_ids=\(\[([0-9,]+)\](?:T\(([0-9,]+)\))?\))?"
-                      r"\s*\{([^}]*)\}", line)
-    if named:
-        sizes = [int(v) for v in re.findall(r"=(\d+)", named.group(1))]
-        ids = (_iota(named.group(2), named.group(3)) if named.group(2) else np.arange(math.prod(sizes)))
-        ids = ids.reshape(sizes)
-        chosen = [int(i) for i in re.findall(r"'axis_(\d+)'", named.group(4))]
-        rest = [i for i in range(len(sizes)) if i not in chosen]
-        return ids.transpose(rest + chosen).reshape(-1, math.prod(sizes[i] for i in chosen)).tolist()
-    iota = re.search(r"replica_groups=\[([0-9,]+)\]<=\[([0-9,]+)\](?:T\(([0-9,]+)\))?", line)
-    if iota:
-        groups = int(iota.group(1).split(",")[0])
-        return _iota(iota.group(2), iota.group(3)).reshape(groups, -1).tolist()
-    explicit = re.search(r"(?:replica_groups|source_target_pairs)=\{(\{[0-9,{} ]*\})\}", line)
-    if explicit:
-        return [[int(v) for v in g.split(",") if v] for g in re.findall(r"\{([0-9,]*)\}", explicit.group(1))]
-    return None
