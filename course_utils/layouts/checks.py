@@ -19,7 +19,9 @@ from course_utils.layouts.layer_outputs import layer_outputs
 from course_utils.guards import require_built
 from course_utils.layouts.layout_map import matched_rule
 from course_utils.layout_axes import layout_errors
-from course_utils.layouts import roles
+from course_utils.layouts.anchors import unanchored_keys
+from course_utils.layouts.blame import blame_indivisible
+from course_utils.layouts.roles import contradictions
 from course_utils.layouts.problems import Checked, LayoutMapError, Problem, key_matches
 
 
@@ -79,10 +81,10 @@ def check_layout_map(layout_map, model, *, strict: bool = False, inputs=None) ->
             seen.add(output.path)
             shapes = [s if inputs is not None else (0,) * len(s) for s in output.shapes]
             problems += _path_problems(clean, output.path, shapes, axis_sizes, "output")
-    problems = roles.blame_indivisible(problems, clean, model)
+    problems = blame_indivisible(problems, clean, model)
     if strict and problems:
         raise LayoutMapError(problems)
-    warnings = (roles.contradictions(clean, model, inputs) + roles.unanchored_keys(clean, variables)
+    warnings = (contradictions(clean, model, inputs) + unanchored_keys(clean, variables)
                 + _large_replicated(clean, variables, layout_map.device_mesh))
     return Checked(problems, warnings)
 
