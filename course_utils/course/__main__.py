@@ -19,7 +19,7 @@ JOBS = {
     "links": ("course_utils.course.publish.binder_links", "the Binder links, from pyproject.toml's binder_repository (--write)"),
     "grade": ("course_utils.course.grading.assignment", "grade what students handed in: grade lesson03 [--out _build/nbgrader]"),
     "recheck": ("course_utils.course.grading.recheck", "(the grader's own) check answers read from standard input, in a fresh process"),
-    "progress": ("course_utils.exercises.progress", "the room's results from collected progress files: progress FILE..."),
+    "progress": ("course_utils.exercises.room", "the room's results from collected progress files: progress FILE..."),
     "bench": ("course_utils.course.bench", "time the course: bench lessons | advisor | published-rows | real-models | "
                        "sharding-costs | widget-redraw"),
 }

@@ -10,13 +10,8 @@ from pathlib import Path
 import pytest
 
 from course_utils import check, progress
-from course_utils.exercises.progress import (
-    ProgressFileError,
-    ProgressWarning,
-    main,
-    read,
-    room,
-)
+from course_utils.exercises.progress import ProgressFileError, ProgressWarning, read
+from course_utils.exercises.room import main, room
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -362,7 +357,8 @@ def test_a_csv_line_no_reader_can_take_is_named_never_a_traceback(tmp_path, caps
 
 
 def test_the_room_command_shows_each_learner_the_exercise_they_are_on_and_who_is_stuck(tmp_path, capsys):
-    from course_utils.exercises.progress import STUCK_ATTEMPTS, learners
+    from course_utils.exercises.progress import STUCK_ATTEMPTS
+    from course_utils.exercises.room import learners
     from course_utils.exercises.progress_file import Row, write
 
     lesson01 = sorted(e for e in __import__("course_utils").exercises.EXERCISES if e.startswith("01."))
