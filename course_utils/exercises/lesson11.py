@@ -95,10 +95,8 @@ def ring_permutes(answer) -> str | None:
 def read_by(hlo: str, name: str) -> list[tuple[str, str]]:
     """(name, result type) of every instruction of a compiled program that reads the result of `name`: what the
     lesson's claims read to see that XLA CPU slices an all-reduce's result (a reduce-scatter, written in two)."""
-    import re
+    from course_utils.communication.instructions import read_program
 
-    from course_utils.communication.runs import read_computations
-
-    _, instructions, _, _ = read_computations(hlo.splitlines())
-    return [(other, line.split("=", 1)[1].split()[0]) for found in instructions.values()
-            for other, (_, operands, line) in found.items() if name in operands and re.search(r"\S", line)]
+    program = read_program(hlo)
+    return [(user.name, ",".join(f"{a.dtype}[{','.join(map(str, a.shape))}]" for a in user.arrays))
+            for user, _ in program.users.get(name, [])]

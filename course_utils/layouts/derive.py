@@ -1,4 +1,4 @@
-"""A layout map for any Keras model, derived from its traced graph, each rule with the reason it was written.
+r"""A layout map for any Keras model, derived from its traced graph, each rule with the reason it was written.
 
 `derive_layout_map(model, mesh)` reads who feeds whom (`weight_flow`: one abstract trace) and writes:
 
@@ -273,7 +273,7 @@ def _derived(model, mesh, plan: _Plan) -> DerivedLayout:
 
 
 def _general(path: str) -> str:
-    """The key for every layer that differs from `path` only by its numbers: each layer's name with any number
+    r"""The key for every layer that differs from `path` only by its numbers: each layer's name with any number
     Keras gives it (`decoder_block_0`, or `dense_1` when a model is built again) written `(_\d+)?`, so the map
     still matches when the model is built again in the same session."""
     *layers, weight = path.split("/")

@@ -5,8 +5,6 @@ Derived in notebook 13, whose cells write `decode_step` by hand.
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
 
 
@@ -59,7 +57,6 @@ def read_program(step, *args, mesh) -> ProgramReading:
     return ProgramReading(tuple(ops), product_flops(text), specs)
 
 
-_DIMS = re.compile(r"\[([0-9,]*)\]")
 
 
 def product_flops(hlo: str) -> float:
@@ -70,24 +67,11 @@ def product_flops(hlo: str) -> float:
     every elementwise operation, and XLA CPU updates a decode step's cache with selects over the whole cache:
     counted so, 4,096 tokens of context would double Gemma 7B's FLOPs, for work that is memory traffic.
     """
-    from course_utils.communication.runs import read_computations, runs_of
+    from course_utils.communication.flops import product_flops as flops_of
+    from course_utils.communication.instructions import read_program
+    from course_utils.communication.runs import executions
 
-    order, instructions, roots, entry = read_computations(hlo.splitlines())
-    runs = runs_of(order, instructions, roots, entry)
-    total = 0.0
-    for computation, found in instructions.items():
-        for opcode, operands, line in found.values():
-            if opcode != "dot" or not operands or operands[0] not in found:
-                continue
-            result = _dims(line.split("=", 1)[1])
-            lhs = _dims(found[operands[0]][2].split("=", 1)[1])
-            contracted = re.search(r"lhs_contracting_dims=\{([0-9,]*)\}", line)
-            size = math.prod(lhs[int(d)] for d in contracted.group(1).split(",") if d) if contracted else 1
-            total += 2 * math.prod(result) * size * runs.get(computation, 1)
-    return total
-
-
-def _dims(text: str) -> tuple[int, ...]:
-    """The dimensions of the first array type written in `text` ("f32[16,512]{1,0} dot(...)" -> (16, 512))."""
-    found = _DIMS.search(text)
-    return tuple(int(d) for d in found.group(1).split(",") if d) if found else ()
+    program = read_program(hlo)
+    runs = executions(program)
+    return float(sum(flops_of(program, i) * max(runs.get(i.computation, 1), 1)
+                     for i in program.instructions() if i.opcode == "dot"))

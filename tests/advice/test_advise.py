@@ -124,7 +124,7 @@ def test_the_advisors_mistakes_say_what_to_give(mlp):
     (dict(layouts={"mine": {".*kernel": ("data", None)}}), r"layouts\['mine'\]\['.\*kernel'\] names \['data'\], "
                                                            r"not axes of the advisor's meshes"),
     (dict(layouts={"mine": 3}), r"layouts\['mine'\] is a dict of rules .* Received a int"),
-    (dict(program="gpu"), r"program is 'cpu' .*Received: program='gpu'"),
+    (dict(program="npu"), r"program is 'cpu' .*Received: program='npu'"),
 ])
 def test_every_argument_is_checked_before_anything_compiles(mlp, given, words, monkeypatch):
     import course_utils.advice.advise as module

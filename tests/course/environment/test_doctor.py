@@ -26,7 +26,7 @@ def test_this_machine_is_ready():
     assert "MB available" in out and out.rstrip().endswith("Ready for the course.")
     assert "[ok ] compilation cache: " in out and "compiled programs" in out
     assert "[ok ] Keras internals: all" in out and "behaviours as expected" in out
-    assert "[ok ] JAX internals: all 7 parts the course reads as expected" in out
+    assert "[ok ] JAX internals: all 8 parts the course reads as expected" in out
     assert "[ok ] XLA flags: none set: XLA's defaults" in out
 
 
