@@ -112,6 +112,38 @@ class Advice(Table):
                       levers=self.levers,
                       title=self.title.replace(f" on {self.devices.name},", f" on {devices.name},"))
 
+    def calibrated(self, layout: str, mesh_shape, measured: float) -> "Advice":
+        """The ranking again, its compute scaled by the one efficiency that makes candidate (`layout`, `mesh_shape`)
+        take `measured` seconds a step: calibrate on the run you measured, then read the others' predictions.
+
+        One factor, the share of peak FLOP/s the products reach (MFU), is fitted; the links keep their figures.
+        A step measured faster than the candidate's roofline, or slower than its collectives allow at 0.1 % of
+        peak, cannot be reached by that factor and is refused (the estimate's other terms are then wrong).
+
+        Example:
+            >>> advice.calibrated("data parallel", (8, 1), measured=0.412).best
+        """
+        row = self.row(layout, mesh_shape)
+        if row.time is None:
+            raise ValueError(f"{layout!r} on {tuple(mesh_shape)} has no timed step ({row.verdict}: {row.problem}); "
+                             f"calibrate on a candidate that ran.")
+        if isinstance(measured, bool) or not isinstance(measured, (int, float)) or not 0 < measured < float("inf"):
+            raise ValueError(f"measured is the seconds one step of that candidate took, a number above 0. "
+                             f"Received: measured={measured!r}.")
+        step = lambda e: _timed(row, self.devices, e).time.step  # noqa: E731 (falls as the efficiency rises)
+        low, high = 1e-3, 1.0
+        if measured < step(high) * (1 - 1e-9):
+            raise ValueError(f"{measured:.4g} s is faster than the estimate at the roofline ({step(high):.4g} s at 100 % "
+                             f"of peak): no efficiency reaches it. Check that the step measured is this candidate's, "
+                             f"with the same batch and sequence, on {self.devices.name}.")
+        if measured > step(low):
+            raise ValueError(f"{measured:.4g} s is slower than the estimate at 0.1 % of peak ({step(low):.4g} s): the "
+                             f"step waits for something the estimate does not count (input, host, a slower link).")
+        for _ in range(60):  # bisection: the step falls as the efficiency rises
+            middle = (low + high) / 2
+            low, high = (middle, high) if step(middle) > measured else (low, middle)
+        return self.on(self.devices, efficiency=high)
+
     def row(self, layout: str, mesh_shape) -> AdviceRow:
         for r in self.rows:
             if r.layout == layout and r.mesh_shape == tuple(mesh_shape):

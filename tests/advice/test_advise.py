@@ -198,3 +198,36 @@ def test_advising_twice_compiles_nothing_again(monkeypatch):
     again = advise(llama, devices="8xH100-80GB", batch=8, seq=16, mesh_shapes=[(2, 4)])
     # the second build numbers Keras's unnamed layers anew (llama_rotary_embedding_1): its programs are the first's
     assert again.rows and [key for key in written if key.startswith("jit_train_step")] == []
+
+
+def test_calibrated_on_one_measured_candidate_predicts_the_others_with_one_efficiency(mlp):
+    advice = advise(_compiled(mlp(hidden=1024)), devices="8xH100-80GB", batch=8192)
+    best = advice.best
+    mfu = round(0.5 * best.time.compute_total / best.time.communication_total, 4)  # its compute 2x its collectives
+    ran = advice.on(advice.devices, efficiency=mfu)  # a "measured" run at that MFU
+    measured = ran.row(best.layout, best.mesh_shape).time.step
+    assert ran.row(best.layout, best.mesh_shape).time.bound == "compute" and 1e-3 < mfu < 1
+    again = advice.calibrated(best.layout, best.mesh_shape, measured)
+    assert again.row(best.layout, best.mesh_shape).time.step == pytest.approx(measured, rel=1e-6)
+    assert again.efficiency == pytest.approx(mfu, rel=1e-6)
+    assert {(r.layout, r.mesh_shape) for r in again} == {(r.layout, r.mesh_shape) for r in advice}
+    for r in again:  # every other candidate's compute scaled by the same factor, its collectives unchanged
+        before = advice.row(r.layout, r.mesh_shape).time
+        assert r.time.compute_total == pytest.approx(before.compute_total / again.efficiency, rel=1e-6)
+        assert r.time.communication_total == pytest.approx(before.communication_total, rel=1e-9)
+        assert r.time.step == pytest.approx(ran.row(r.layout, r.mesh_shape).time.step, rel=1e-6)
+    assert [r.time.step for r in again] == sorted(r.time.step for r in again)  # ranked again
+
+
+@pytest.mark.parametrize("measured, words", [
+    (1e-12, r"faster than the estimate at the roofline"),
+    (1e6, r"slower than the estimate at 0\.1 % of peak"),
+    (-1.0, r"measured is the seconds .* Received: measured=-1\.0"),
+    ("0.4", r"Received: measured='0\.4'"),
+])
+def test_calibrated_refuses_a_measurement_no_efficiency_reaches(mlp, measured, words):
+    advice = advise(_compiled(mlp()), devices="8xH100-80GB", batch=64)
+    with pytest.raises(ValueError, match=words):
+        advice.calibrated(advice.best.layout, advice.best.mesh_shape, measured)
+    with pytest.raises(KeyError, match=r"No candidate 'nonsense'"):
+        advice.calibrated("nonsense", (8, 1), 1.0)
