@@ -75,6 +75,8 @@ def _backbone_maps(backbone, mesh) -> dict:
     official = type(backbone).get_layout_map(mesh)
     maps = {"data parallel": distribution.LayoutMap(mesh) if width == 1 else None, "official map": official,
             "official, batch kept split": _kept_split(backbone, official),
+            # lesson 11's layer-output rule: every block's output split along the sequence over "model"
+            "official, sequence split": _kept_split(backbone, official, sequence=True) if width > 1 else None,
             # on (1, m) the official map splits nothing over "batch" (one device): tensor parallel is the same map
             "tensor parallel": without_axis(official, MESH_AXES[0]) if width > 1 and batch > 1 else None}
     clashes = check_layout_map(official, backbone).of("contradictory_roles") if width > 1 else []
@@ -95,13 +97,15 @@ def _backbone_maps(backbone, mesh) -> dict:
     return maps
 
 
-def _kept_split(backbone, layout_map):
-    """`layout_map` with the embedding's and every block's output pinned to the batch axis (lesson 08's rules)."""
+def _kept_split(backbone, layout_map, *, sequence: bool = False):
+    """`layout_map` with the embedding's and every block's output pinned to the batch axis (lesson 08's rules),
+    and with `sequence` their sequence split over the model axis too (lesson 11's sequence parallelism)."""
     kept = _copy(layout_map)
     blocks = {re.sub(r"\d+$", "", layer.name) for layer in getattr(backbone, "transformer_layers", [])}
-    kept["token_embedding/output"] = (MESH_AXES[0], None, None)
+    output = (MESH_AXES[0], MESH_AXES[1] if sequence else None, None)
+    kept["token_embedding/output"] = output
     for prefix in blocks:
-        kept[rf"{re.escape(prefix)}\d+/output"] = (MESH_AXES[0], None, None)
+        kept[rf"{re.escape(prefix)}\d+/output"] = output
     return kept
 
 

@@ -25,6 +25,7 @@ def llama_advice():
 def test_every_layout_that_applies_is_a_candidate_on_each_shape(llama_advice):
     found = {(r.layout, r.mesh_shape) for r in llama_advice}
     assert found == {("official map", (2, 4)), ("official, batch kept split", (2, 4)), ("tensor parallel", (2, 4)),
+                     ("official, sequence split", (2, 4)),
                      ("corrected map", (2, 4)), ("derived map", (2, 4)), ("data parallel", (8, 1)),
                      ("official map", (8, 1)), ("official, batch kept split", (8, 1)), ("FSDP", (8, 1))}
     assert all(r.verdict == "fits" and r.program.flops > 0 and r.program.memory.peak > 0 for r in llama_advice)
@@ -39,6 +40,15 @@ def test_the_ranking_is_by_estimated_step_time_and_the_corrected_map_sends_less(
     derived = llama_advice.row("derived map", (2, 4))  # derived from the graph: no contradiction to correct
     assert derived.program.sent() < official.program.sent()
     assert "Estimates for 8xH100-80GB" in repr(llama_advice) and "not measurements" in repr(llama_advice)
+
+
+def test_the_sequence_split_trades_the_blocks_all_reduces_for_gathers_and_holds_less(llama_advice):
+    # lesson 11's rule: each block's output split along the sequence over "model"
+    split, kept = (llama_advice.row(name, (2, 4)) for name in ("official, sequence split", "official, batch kept split"))
+    forward = {t.kind for t in split.program.transfers if t.pass_ == "forward" and t.axes == ("model",)}
+    assert "all-gather" in forward and "all-reduce" not in forward
+    assert any(t.kind == "all-reduce" and t.pass_ == "forward" and t.axes == ("model",) for t in kept.program.transfers)
+    assert split.program.memory.peak < kept.program.memory.peak  # the activations between blocks held a quarter each
 
 
 def test_a_deep_model_is_read_from_one_block_and_two(llama_advice):
