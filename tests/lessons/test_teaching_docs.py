@@ -552,3 +552,27 @@ def test_the_days_reach_the_last_lesson_and_every_exercise_has_a_lesson_row():
     listed = set(re.findall(r"\b(\d\d\.\d)\b", table))
     every = {e for n in lessons[1:] for e in _exercises(_lesson(n))}
     assert every <= listed, sorted(every - listed)
+
+
+def test_every_command_the_guide_gives_is_one_the_set_up_provides():
+    """Each `make X` the guide gives is a Makefile target, each `python -m course_utils.course X` a job of the
+    course's command line, each `nbgrader X` (code, in backquotes or a block) a command of the nbgrader that
+    `make nbgrader` installs; the guide's table of what installs what names each of those tools."""
+    from course_utils.course.__main__ import JOBS
+
+    text = GUIDE.read_text()
+    code = "\n".join(re.findall(r"`([^`\n]+)`", text) + re.findall(r"```bash\n(.*?)```", text, re.S))
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.search(r"^\.PHONY:(.*)$", makefile, re.M)[1].split())
+    made = set(re.findall(r"\bmake ([a-z][a-z-]*)", code))
+    assert made and made <= targets, sorted(made - targets)
+    jobs = set(re.findall(r"python -m course_utils\.course ([a-z-]+)", code))
+    assert jobs and jobs <= set(JOBS), sorted(jobs - set(JOBS))
+    installs = text[text.index("| you run |"):]
+    installs = installs[:installs.index("\n\n")]
+    for tool in ("`make slides`", "`make nbgrader`", "Chromium", "bubblewrap", "`make tpu-targets`"):
+        assert tool in installs, tool
+    nbgrader = pytest.importorskip("nbgrader.apps.nbgraderapp")
+    used = set(re.findall(r"\bnbgrader ([a-z_]+)", code))
+    assert used and used <= set(nbgrader.NbGraderApp.subcommands), sorted(used - set(nbgrader.NbGraderApp.subcommands))
+    assert "generate_feedback" in used
