@@ -413,3 +413,166 @@ def test_the_quiz_answers_hold_in_the_lessons_run(lesson, lesson_runs):
     verdicts = {(v.cell, v.says): v for v in run.claims}
     quoted = _quoted_claims(lesson)
     assert [str(verdicts[c.cell, c.says]) for c in quoted if not verdicts[c.cell, c.says].holds] == []
+
+
+# The plans of lessons 08 to 13: a 50-minute class and a 90-minute lab each, held to the rules of the first one.
+PLANNED = ("08", "09", "10", "11", "12", "13")
+LAB_MINUTES = 90
+
+
+def _subsection(heading: str) -> str:
+    """A `### ` subsection of the guide, up to the next heading of any level."""
+    text = GUIDE.read_text()
+    start = text.index(heading)
+    ends = [i for i in (text.find("\n### ", start + 1), text.find("\n## ", start + 1)) if i != -1]
+    return text[start:min(ends)]
+
+
+def _class(lesson: str) -> tuple[str, list[tuple[int, int, list[str]]]]:
+    section = _subsection(f"### Lesson {lesson}: the 50-minute class")
+    return section, _rows(section)
+
+
+def _shown(rows) -> dict[str, set[int]]:
+    shown: dict[str, set[int]] = {}
+    for _, _, (show, _) in rows:
+        for deck, numbers in _named(show).items():
+            shown.setdefault(deck, set()).update(numbers)
+    return shown
+
+
+def _name_problems(deck: str, shown: set[int]) -> list[str]:
+    """Names a shown slide of `deck` reads that only a skipped slide defines."""
+    from course_utils.course.publish.render import HIDE_CODE, slide_type
+
+    known, later, problems = set(), set(), []
+    for number, cells in enumerate(_by_slide(_lesson(deck)), 1):
+        for cell in (c for c in cells if c.cell_type == "code"):
+            defined, used = _names(cell.source)
+            visible = slide_type(cell) != "skip" and HIDE_CODE not in cell.metadata.get("tags", [])
+            if number in shown and visible:
+                problems += [f"{deck} #{number} reads {name}, defined only on a skipped slide"
+                             for name in sorted((used - defined) & (later - known))]
+            if number in shown or slide_type(cell) == "skip":
+                known |= defined
+            else:
+                later |= defined
+    return problems
+
+
+def test_every_slide_the_guide_names_is_a_slide_of_its_deck_with_that_title():
+    """Anywhere in the guide, `**NN #n** (*title*)` names a slide of deck NN whose title starts so, and a range
+    `**NN #a–#b**` lies in the deck (the outline test of tests/course/publish/test_decks.py holds `deck_outline`
+    to the built decks)."""
+    from course_utils.course.publish.render import deck_outline
+
+    ranges, singles = _slides(GUIDE.read_text())
+    outlines = {deck: deck_outline(_lesson(deck)) for deck in {d for d, *_ in ranges + singles}}
+    problems = [f"{deck} #{a}–#{b}: the deck has {len(outlines[deck])}" for deck, a, b in ranges
+                if not 1 <= a < b <= len(outlines[deck])]
+    for deck, number, title in singles:
+        if not 1 <= number <= len(outlines[deck]):
+            problems.append(f"{deck} #{number}: the deck has {len(outlines[deck])}")
+            continue
+        cited = re.sub(r"[*`]", "", title or "").split(":")[0].rstrip("?").strip()
+        if not outlines[deck][number - 1].startswith(cited):
+            problems.append(f"{deck} #{number} cited as {title!r}; it is {outlines[deck][number - 1]!r}")
+    assert problems == [] and len(singles) >= 100, problems
+
+
+@pytest.mark.parametrize("lesson", PLANNED)
+def test_each_lessons_class_covers_its_deck_at_the_guides_pace(lesson):
+    """Every slide of the deck is shown or skipped, once; the rows run from 0 to 50 without a gap and each
+    row's slides fit its minutes at 2 minutes a slide and 3 an exercise; the first row shows the promise, the
+    last one closes on a question its shown slides answer; the counts the plan states are the deck's."""
+    from course_utils.course.publish.render import deck_outline
+
+    section, rows = _class(lesson)
+    outline = deck_outline(_lesson(lesson))
+    every = set(range(1, len(outline) + 1))
+    shown = _shown(rows)
+    skipped: dict[str, set[int]] = {}
+    for _, _, (_, skip) in rows:
+        for deck, numbers in _named(skip).items():
+            skipped.setdefault(deck, set()).update(numbers)
+    assert set(shown) | set(skipped) <= {lesson}, (set(shown), set(skipped))
+    shown_here, skipped_here = shown.get(lesson, set()), skipped.get(lesson, set())
+    assert shown_here & skipped_here == set()
+    assert shown_here | skipped_here == every, sorted(every - shown_here - skipped_here)
+    assert [(a, b) for a, b, _ in rows] == list(zip([0] + [b for _, b, _ in rows[:-1]], [b for _, b, _ in rows]))
+    assert rows[-1][1] == 50
+    spent = [sum(_minutes(d, n) for d, numbers in _named(show).items() for n in numbers) for _, _, (show, _) in rows]
+    assert all(s <= b - a for s, (a, b, _) in zip(spent, rows)), list(zip(spent, [(a, b) for a, b, _ in rows]))
+    assert sum(spent) >= 30
+    assert 1 in _named(rows[0][2][0]).get(lesson, set()) and "the promise" in rows[0][2][0]
+    closing = rows[-1][2][0]
+    assert "closing question" in closing
+    answered = {int(n) for n in re.findall(rf"\b{lesson} #(\d+)", closing[closing.index("closing question"):])}
+    assert answered and answered <= shown_here, sorted(answered - shown_here)
+    total = sum(_minutes(lesson, n) for n in every)
+    said = " ".join(section.split())
+    assert f"Deck {lesson} holds {len(outline)} slides, about {total} minutes at this guide's pace" in said
+    assert (f"show the {len(shown_here)} slides" in said) or (shown_here == every and "show them all" in said)
+
+
+@pytest.mark.parametrize("lesson", PLANNED)
+def test_no_slide_a_lessons_class_shows_runs_a_name_only_a_skipped_slide_defines(lesson):
+    assert _name_problems(lesson, _shown(_class(lesson)[1]).get(lesson, set())) == []
+
+
+@pytest.mark.parametrize("lesson", PLANNED)
+def test_each_lessons_lab_takes_the_exercises_its_class_left_and_breaks_safely(lesson):
+    """The lab's rows run from 0 to 90; each exercise the class did not ask out loud is named in the skip column
+    and in a row of the lab; one break, shorter than the kernel culling, says what to save and keep open."""
+    from course_utils.course.environment.lab_settings import BINDER_CULL
+
+    _, rows = _class(lesson)
+    lab = _rows(_subsection(f"### Lesson {lesson}: the {LAB_MINUTES}-minute lab"))
+    assert [(a, b) for a, b, _ in lab] == list(zip([0] + [b for _, b, _ in lab[:-1]], [b for _, b, _ in lab]))
+    assert lab[-1][1] == LAB_MINUTES
+    shown = _shown(rows).get(lesson, set())
+    exercises = _exercises(_lesson(lesson))
+    left = {e for e, slide in exercises.items() if slide not in shown}
+    assert left <= set().union(*(_expand(cells[0]) for _, _, cells in lab)), sorted(left)
+    assert left <= set().union(*(_expand(skip) for _, _, (_, skip) in rows))
+    cull = BINDER_CULL["cull_idle_timeout"] // 60
+    breaks = [(a, b, " ".join(" ".join(cells).split())) for a, b, cells in lab if cells[0].startswith("break")]
+    assert len(breaks) == 1 and breaks[0][1] - breaks[0][0] < cull
+    for said in (f'progress("{lesson}"', ".save()", "File › Save Notebook", "File › Download", "tab open",
+                 "about 10 minutes", f"idle for {cull} minutes"):
+        assert said in breaks[0][2], said
+
+
+def test_the_days_reach_the_last_lesson_and_every_exercise_has_a_lesson_row():
+    lessons = [p.stem[:2] for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    days = _subsection("### Days 3 to 5")
+    assert all(f"lesson {n}: the class" in days and f"lesson {n}: the lab" in days for n in PLANNED)
+    assert PLANNED[-1] == lessons[-1]
+    table = _section("## Exercises and solutions", "## A question bank")
+    listed = set(re.findall(r"\b(\d\d\.\d)\b", table))
+    every = {e for n in lessons[1:] for e in _exercises(_lesson(n))}
+    assert every <= listed, sorted(every - listed)
+
+
+def test_every_command_the_guide_gives_is_one_the_set_up_provides():
+    """Each `make X` the guide gives is a Makefile target, each `python -m course_utils.course X` a job of the
+    course's command line, each `nbgrader X` (code, in backquotes or a block) a command of the nbgrader that
+    `make nbgrader` installs; the guide's table of what installs what names each of those tools."""
+    from course_utils.course.__main__ import JOBS
+
+    text = GUIDE.read_text()
+    code = "\n".join(re.findall(r"`([^`\n]+)`", text) + re.findall(r"```bash\n(.*?)```", text, re.S))
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.search(r"^\.PHONY:(.*)$", makefile, re.M)[1].split())
+    made = set(re.findall(r"\bmake ([a-z][a-z-]*)", code))
+    assert made and made <= targets, sorted(made - targets)
+    jobs = set(re.findall(r"python -m course_utils\.course ([a-z-]+)", code))
+    assert jobs and jobs <= set(JOBS), sorted(jobs - set(JOBS))
+    installs = text[text.index("| you run |"):]
+    installs = installs[:installs.index("\n\n")]
+    for tool in ("`make slides`", "`make nbgrader`", "Chromium", "bubblewrap", "`make tpu-targets`"):
+        assert tool in installs, tool
+    nbgrader = pytest.importorskip("nbgrader.apps.nbgraderapp")
+    used = set(re.findall(r"\bnbgrader ([a-z_]+)", code))
+    assert used and used <= set(nbgrader.NbGraderApp.subcommands), sorted(used - set(nbgrader.NbGraderApp.subcommands))
+    assert "generate_feedback" in used

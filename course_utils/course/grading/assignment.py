@@ -11,7 +11,8 @@ writes each student's points into the course's `gradebook.db` (backed up again a
 the executed notebook to `autograded/`, and exports `grades.csv` with a `note` column: why a
 hand-in got zero (not a notebook, an exercise cell twice, nbgrader failed, a time-out), what was
 carried over from the lesson and what was left blank, and anything the teacher should look at.
-One broken hand-in never stops the others.
+One broken hand-in never stops the others. A hand-in unchanged since its last grade is not run again
+(`regrade`: its points are kept; `regrade_all=True`, `grade --all`, runs every hand-in).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from course_utils.course.grading.isolation import GradingBusy, Graded, code_cells, grade_one, grading_lock, make_template, nbgrader_command
+from course_utils.course.grading.regrade import GradingRecord, fingerprint
 from course_utils.course.grading.safekeeping import CourseCopy, GradebookUnsafe, back_up, gradebook_ready
 from course_utils.course.grading.sandbox import NONE, choose_sandbox
 from course_utils.course.grading.submissions import BROKEN, REFUSED, Submission, prepare_submissions
@@ -47,7 +49,7 @@ def check_timeout(timeout) -> int | None:
     return timeout
 
 
-def grade_assignment(root: str | os.PathLike, assignment: str, *, timeout: int | None = None,
+def grade_assignment(root: str | os.PathLike, assignment: str, *, timeout: int | None = None, regrade_all: bool = False,
                      say: Callable[[str], object] = print) -> tuple[list[Submission], Path, list[str]]:
     """Prepares, grades (each hand-in apart) and exports `assignment`; see the module's notes.
 
@@ -55,6 +57,7 @@ def grade_assignment(root: str | os.PathLike, assignment: str, *, timeout: int |
         root: The nbgrader course directory.
         assignment: e.g. "lesson03".
         timeout: Seconds each cell may run; None keeps `nbgrader_config.py`'s `c.Execute.timeout`.
+        regrade_all: Run every hand-in again, even one unchanged since its last grade (`regrade`).
         say: Where the run tells the teacher how hand-ins run and what it restored (a line each).
 
     Returns:
@@ -72,8 +75,12 @@ def grade_assignment(root: str | os.PathLike, assignment: str, *, timeout: int |
         if restored:
             say(restored)
         submissions = prepare_submissions(root, assignment)
-        graded = _grade_each(root, assignment, submissions, timeout, say)
+        memory = GradingRecord.read(root)
+        if memory.said:
+            say(memory.said)
+        graded = _grade_each(root, assignment, submissions, timeout, say, memory, regrade_all)
         record(root, assignment, graded)
+        memory.write()  # after the gradebook: a run stopped before this grades those hand-ins again
         try:
             back_up(root)
         except GradebookUnsafe as unsafe:  # the scores are written: say so, and still export them
@@ -83,10 +90,27 @@ def grade_assignment(root: str | os.PathLike, assignment: str, *, timeout: int |
 
 
 def _grade_each(root: Path, assignment: str, submissions: list[Submission], timeout: int | None,
-                say: Callable[[str], object]) -> list[Graded]:
+                say: Callable[[str], object], memory: GradingRecord, regrade_all: bool) -> list[Graded]:
     per_cell = timeout or _config_timeout(root)
     graded = [Graded(s.student, {}, (s.message,)) for s in submissions if s.status == BROKEN]
-    todo = [s for s in submissions if s.status not in (BROKEN, REFUSED)]
+    for broken in graded:
+        memory.forget(assignment, broken.student)
+    grader = fingerprint(root, assignment, per_cell)
+    todo, unchanged = [], 0
+    for submission in (s for s in submissions if s.status not in (BROKEN, REFUSED)):
+        notebook = _prepared(root, assignment, submission)
+        kept = None if regrade_all else memory.kept(assignment, grader, submission.student, notebook,
+                                                        _executed(root, assignment, submission.student, notebook))
+        if kept is None:
+            todo.append(submission)
+        else:
+            graded.append(kept)
+            unchanged += 1
+    if unchanged:
+        say(f"{unchanged} hand-in(s) unchanged since their last grade: their points kept, not run again; grading "
+            f"{len(todo)} (grade --all runs every hand-in again)")
+    elif regrade_all:
+        say(f"--all: every hand-in runs again ({len(todo)})")
     if not todo:
         return graded
     with tempfile.TemporaryDirectory(prefix=f"grading-{assignment}-") as scratch:
@@ -103,14 +127,25 @@ def _grade_each(root: Path, assignment: str, submissions: list[Submission], time
             one = replace(one, notes=carried + one.notes + ((reached,) if reached else ()))
             if reached:
                 say(f"{submission.student}: {reached}")
+            kept = _executed(root, assignment, submission.student, notebook)
             if one.autograded is not None:
-                kept = root / "autograded" / submission.student / assignment / notebook.name
                 kept.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(one.autograded, kept)
                 if course:
                     course.keep(kept)
+            if one.scores and not reached:  # graded in full, by the course's check: no need to run it again
+                memory.remember(assignment, grader, one, notebook, kept)
+            elif not one.scores:  # the run failed: the same notebook's earlier points, if any, are kept
+                one = memory.kept_after_failure(assignment, grader, one, notebook) or one
+            else:
+                memory.forget(assignment, submission.student)  # it reached the course directory: run it next time
             graded.append(one)
     return graded
+
+
+def _executed(root: Path, assignment: str, student: str, notebook: Path) -> Path:
+    """Where the grade keeps a hand-in's executed notebook (nbgrader's `autograded/` folder)."""
+    return root / "autograded" / student / assignment / notebook.name
 
 
 def _prepared(root: Path, assignment: str, submission: Submission) -> Path:
@@ -191,7 +226,7 @@ def timeout_argument(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m course_utils.course grade lesson03 [--out _build/nbgrader] [--timeout 120]`."""
+    """`python -m course_utils.course grade lesson03 [--out _build/nbgrader] [--timeout 120] [--all]`."""
     import sys
 
     from course_utils.course.checking.jupyter_kernels import stopped_like_ctrl_c
@@ -202,21 +237,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="_build/nbgrader", help="the nbgrader course directory (make nbgrader)")
     parser.add_argument("--timeout", type=timeout_argument, help="seconds each cell may run "
                         "(default: nbgrader_config.py's c.Execute.timeout)")
+    parser.add_argument("--all", action="store_true", help="grade every hand-in again, even those unchanged since "
+                        "their last grade (by default their points are kept)")
     args = parser.parse_args(argv)
     try:
         with stopped_like_ctrl_c():
-            return _grade(Path(args.out), args.assignment, args.timeout)
+            return _grade(Path(args.out), args.assignment, args.timeout, args.all)
     except KeyboardInterrupt:
         print("Stopped (Ctrl-C or a kill): every kernel and grading process was stopped, and their temporary files removed. "
               "What a student handed in is never changed; run the same command again.", file=sys.stderr)
         return 130
 
 
-def _grade(root: Path, assignment: str, timeout: int | None) -> int:
+def _grade(root: Path, assignment: str, timeout: int | None, regrade_all: bool = False) -> int:
     import sys
 
     try:
-        submissions, grades, left_out = grade_assignment(root, assignment, timeout=timeout)
+        submissions, grades, left_out = grade_assignment(root, assignment, timeout=timeout, regrade_all=regrade_all)
     except (GradingBusy, GradebookUnsafe) as stopped:
         print(stopped, file=sys.stderr)
         return 1
