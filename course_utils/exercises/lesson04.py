@@ -244,6 +244,18 @@ def _classifier():
     return model
 
 
+def architecture(model) -> tuple:
+    """What makes two builds of a model the same for these checkers: each layer's class and configuration (the
+    names Keras numbers anew aside), each weight's path and shape, the optimizer's and the loss's configurations.
+    The lesson claims its `my_model` has the checkers' architecture."""
+    layers = [(type(layer).__name__, {k: v for k, v in layer.get_config().items() if k != "name"})
+              for layer in model.layers]
+    weights = [(v.path, tuple(v.shape)) for v in model.weights]
+    unnamed = lambda config: {k: v for k, v in config.items() if k != "name"}  # noqa: E731
+    return (layers, weights, unnamed(model.optimizer.get_config()) if model.optimizer else None,
+            unnamed(model.loss.get_config()) if hasattr(model.loss, "get_config") else model.loss)
+
+
 def _derived_classifier():
     """The lesson's model and the map `derive_layout_map` gives it on the 2 x 4 mesh (tensor parallelism only)."""
     from course_utils.layouts.derive import derive_layout_map

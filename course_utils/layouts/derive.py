@@ -69,6 +69,22 @@ class DerivedLayout(Table):
         """{key: axes}, as `make_layout_map` and `advise(layouts=...)` take them."""
         return {r.key: r.axes for r in self.rows}
 
+    def why(self, path: str) -> str:
+        """How the map lays out the weight at `path`, and why: its rule's axes and reason, or "whole" and why.
+
+        Example:
+            >>> derived.why("narrow/kernel")
+            "('model', None): rows of a Megatron pair: narrow sums over the split result of wide; ..."
+        """
+        for rule in self.rows:
+            if path in rule.weights:
+                return f"{rule.axes}: {rule.reason}"
+        whole = dict(self.whole)
+        if path in whole:
+            return f"whole: {whole[path]}"
+        known = sorted({w for r in self.rows for w in r.weights} | set(whole))
+        raise KeyError(f"{path!r} is no weight of the model this map was derived for. Its weights: {known}.")
+
 
 def derive_layout_map(model, mesh, *, tensor_parallel: bool = True, fsdp: bool = True, inputs=None,
                       data_axis: str | None = None, model_axis: str | None = None) -> DerivedLayout:

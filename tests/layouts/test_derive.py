@@ -175,6 +175,16 @@ def test_every_weight_left_whole_says_why():
     assert dict(derive_layout_map(_block(), mesh).whole) == {}  # FSDP splits every weight of this block over batch
 
 
+def test_why_gives_a_weights_layout_and_its_reason_split_or_whole():
+    derived = derive_layout_map(_mlp(), make_mesh((2, 4), MESH_AXES), fsdp=False)
+    assert derived.why("mlp/down/kernel").startswith("('model', None): rows of a Megatron pair: mlp/down sums over "
+                                                     "the split result of mlp/up")
+    assert derived.why("mlp/head/kernel").startswith("whole: no rule over 'model' takes it")
+    with pytest.raises(KeyError, match=r"'mlp/up/gamma' is no weight of the model this map was derived for. Its "
+                                        r"weights: \['mlp/down/bias', "):
+        derived.why("mlp/up/gamma")
+
+
 def test_what_it_refuses_says_what_to_do():
     mesh = make_mesh((2, 4), MESH_AXES)
     with pytest.raises(ValueError, match=r"needs a built model.*Build it first"):
