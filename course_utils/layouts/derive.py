@@ -69,6 +69,22 @@ class DerivedLayout(Table):
         """{key: axes}, as `make_layout_map` and `advise(layouts=...)` take them."""
         return {r.key: r.axes for r in self.rows}
 
+    def why(self, path: str) -> str:
+        """How the map lays out the weight at `path`, and why: its rule's axes and reason, or "whole" and why.
+
+        Example:
+            >>> derived.why("narrow/kernel")
+            "('model', None): rows of a Megatron pair: narrow sums over the split result of wide; ..."
+        """
+        for rule in self.rows:
+            if path in rule.weights:
+                return f"{rule.axes}: {rule.reason}"
+        whole = dict(self.whole)
+        if path in whole:
+            return f"whole: {whole[path]}"
+        known = sorted({w for r in self.rows for w in r.weights} | set(whole))
+        raise KeyError(f"{path!r} is no weight of the model this map was derived for. Its weights: {known}.")
+
 
 def derive_layout_map(model, mesh, *, tensor_parallel: bool = True, fsdp: bool = True, inputs=None,
                       data_axis: str | None = None, model_axis: str | None = None) -> DerivedLayout:
@@ -99,11 +115,14 @@ def derive_layout_map(model, mesh, *, tensor_parallel: bool = True, fsdp: bool =
             raise ValueError(f"{role}={axis!r} is not an axis of the mesh, whose axes are {names}. Name one of them.")
     plan = _Plan({v.path: tuple(v.shape) for v in model.weights})
     flow = weight_flow(model, inputs)
-    if tensor_parallel and model_axis and sizes[model_axis] > 1:
+    split_model = bool(tensor_parallel and model_axis and sizes[model_axis] > 1)
+    if split_model:
         _tensor_parallel(flow, plan, model_axis, sizes[model_axis])
-    if fsdp and sizes[data_axis] > 1:
+    fsdp_ran = bool(fsdp and sizes[data_axis] > 1)
+    if fsdp_ran:
         _fsdp(plan, flow, data_axis, sizes[data_axis])
         _pin_outputs(model, flow, plan, data_axis, inputs)
+    _explain_whole(plan, model_axis if split_model else None, data_axis, fsdp=fsdp, fsdp_ran=fsdp_ran)
     return _derived(model, mesh, plan)
 
 
@@ -229,6 +248,24 @@ def _fsdp(plan: _Plan, flow: WeightFlow, axis: str, n: int) -> None:
                                             f"gathered where it is used")
         else:
             plan.note(path, f"no dimension of {shape} free to split over {axis!r} divides its {n} devices")
+
+
+def _explain_whole(plan: _Plan, model_axis: str | None, data_axis: str, *, fsdp: bool, fsdp_ran: bool) -> None:
+    """Why each weight no rule took is left whole: over the model axis where no step said why, over the data axis
+    where FSDP did not run (when it runs, it says why of every weight it cannot split)."""
+    if model_axis:
+        model = (f"no rule over {model_axis!r} takes it (it is not in a Megatron pair, not an output projection "
+                 f"that widens, not an embedding table or a convolution)")
+    else:
+        model = "no axis splits the model (tensor_parallel=False, or no model axis of more than one device)"
+    data = "FSDP is off (fsdp=False)" if not fsdp else f"{data_axis!r} has one device: no FSDP"
+    for path, axes in plan.axes.items():
+        if any(axes):
+            continue
+        if not plan.reasons[path]:
+            plan.note(path, model)
+        if not fsdp_ran:
+            plan.note(path, data)
 
 
 def _pin_outputs(model, flow: WeightFlow, plan: _Plan, axis: str, inputs) -> None:

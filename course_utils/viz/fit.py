@@ -93,8 +93,9 @@ def _bars(ax, rows, top: float, parts) -> None:
                label=NAMES.get(kind, kind))
         bottom += values
     for i, row in enumerate(rows):
-        # a part too thin to see at this scale is named on top of its bar, so no part disappears
+        # a part too thin to see at this scale is named on top of its bar, under the total that already holds
+        # it ("incl."), so no part disappears and none reads as added on top
         thin = [f"{getattr(row, kind):.1f}\n{SHORT.get(kind, kind)}" for kind in parts  # one word a line: as
                 if not row.problem and 0 < getattr(row, kind) < THIN * top]  # narrow as its bar
-        label = "cannot\nsplit" if row.problem else "\n".join([f"{row.total:.1f}", *(f"+{t}" for t in thin)])
+        label = "cannot\nsplit" if row.problem else "\n".join([f"{row.total:.1f}", *(["incl."] if thin else []), *thin])
         ax.text(i, 0.02 * top if row.problem else row.total, label, ha="center", va="bottom", fontsize=SMALL)

@@ -161,6 +161,30 @@ def test_where_the_official_map_cannot_split_one_key_value_head_the_derived_map_
                                                              batch_dim_name="batch")) is None
 
 
+def test_every_weight_left_whole_says_why():
+    mesh = make_mesh((2, 4), MESH_AXES)
+    whole = dict(derive_layout_map(_block(), mesh, fsdp=False).whole)
+    assert set(whole) == {"norm/gamma", "norm/beta", "ffw_down/bias", "head/kernel", "head/bias"}
+    assert whole["ffw_down/bias"].startswith("not split over 'model': the bias of ffw_down, added after the all-reduce")
+    assert whole["head/kernel"].startswith("no rule over 'model' takes it (it is not in a Megatron pair, not an "
+                                           "output projection that widens")  # 32 to 4 narrows
+    assert all(why.endswith("; FSDP is off (fsdp=False)") for why in whole.values())
+    neither = dict(derive_layout_map(_mlp(), mesh, tensor_parallel=False, fsdp=False).whole)
+    assert set(neither) == {v.path for v in _mlp().weights} and all(
+        why.startswith("no axis splits the model (tensor_parallel=False") for why in neither.values())
+    assert dict(derive_layout_map(_block(), mesh).whole) == {}  # FSDP splits every weight of this block over batch
+
+
+def test_why_gives_a_weights_layout_and_its_reason_split_or_whole():
+    derived = derive_layout_map(_mlp(), make_mesh((2, 4), MESH_AXES), fsdp=False)
+    assert derived.why("mlp/down/kernel").startswith("('model', None): rows of a Megatron pair: mlp/down sums over "
+                                                     "the split result of mlp/up")
+    assert derived.why("mlp/head/kernel").startswith("whole: no rule over 'model' takes it")
+    with pytest.raises(KeyError, match=r"'mlp/up/gamma' is no weight of the model this map was derived for. Its "
+                                        r"weights: \['mlp/down/bias', "):
+        derived.why("mlp/up/gamma")
+
+
 def test_what_it_refuses_says_what_to_do():
     mesh = make_mesh((2, 4), MESH_AXES)
     with pytest.raises(ValueError, match=r"needs a built model.*Build it first"):

@@ -52,7 +52,8 @@ def test_a_part_too_thin_to_see_is_named_on_its_bar(overlapping_texts):
     fig = draw_fit(report)
     assert overlapping_texts(fig) == []  # its words stacked over a narrow bar, clear of the axis' numbers
     labels = [t.get_text() for t in fig.axes[0].texts]
-    assert labels == ["42.8\n+0.5\ngathered"]  # 0.5 of an axis of 90 GiB: under a millimetre high; one word a line
+    # 0.5 of an axis of 90 GiB: under a millimetre high; one word a line; the total already holds it
+    assert labels == ["42.8\nincl.\n0.5\ngathered"] and rows[0].total == 42.8
 
 
 def test_a_mesh_that_cannot_split_says_why_under_its_panel(overlapping_texts):
