@@ -43,6 +43,22 @@ class Table:
         """The lines under the table (a verdict first, when there is one), in text and HTML alike."""
         return []
 
+    def brief(self, *columns: str) -> "Table":
+        """The same rows with only `columns` (by header; by default the class's `brief_columns`), under the same
+        title and without the notes: a long table summarised for a slide, kept whole where it was made.
+
+        Example:
+            >>> advice.brief("layout", "step ms")
+        """
+        columns = columns or tuple(getattr(self, "brief_columns", ())) or tuple(self.columns)
+        unknown = [c for c in columns if c not in self.columns]
+        if unknown:
+            raise ValueError(f"brief() takes this table's column headers. Received: {unknown}. "
+                             f"Its columns: {list(self.columns)}.")
+        at = [list(self.columns).index(c) for c in columns]
+        return _Brief([[cells[i] for i in at] for cells in (self.cells(r) for r in self.rows)],
+                      columns=columns, title=self.title)
+
     def _grid(self) -> list[list[str]]:
         return [list(self.columns)] + [self.cells(r) for r in self.rows]
 
@@ -65,6 +81,17 @@ class Table:
         caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
         notes = "".join(f'<p class="table-note">{_note_html(note)}</p>' for note in self.notes())
         return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}"
+
+
+class _Brief(Table):
+    """Some columns of another table's rows, as that table showed them (`Table.brief`)."""
+
+    def __init__(self, rows, *, columns, title: str):
+        super().__init__(rows, title=title)
+        self.columns = tuple(columns)
+
+    def cells(self, row) -> list[str]:
+        return list(row)
 
 
 def _note_html(note: str) -> str:

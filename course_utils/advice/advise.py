@@ -71,6 +71,7 @@ class Advice(Table):
 
     columns = ("rank", "layout", "mesh (batch, model)", "GiB/device", "memory", "compute ms", "comm. ms",
                "step ms", "bound by", "tokens/s/device")
+    brief_columns = ("rank", "layout", "mesh (batch, model)", "GiB/device", "memory", "step ms", "bound by")
 
     def __init__(self, rows, *, devices: DeviceSet, title: str, efficiency: float, program: str = "cpu",
                  empty: str = "", levers: Levers = Levers()):

@@ -117,6 +117,11 @@ class LayoutComparison(Table):
                 f"{max(row.sent) - min(row.sent):,}", row.layers]
 
     @property
+    def brief_columns(self) -> tuple[str, ...]:
+        """What `brief()` keeps for a slide: every column but where the larger side's bytes come from."""
+        return tuple(self.columns[:-1])
+
+    @property
     def cheapest(self) -> str:
         return self.names[self.totals.index(min(self.totals))]
 

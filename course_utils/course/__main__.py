@@ -14,7 +14,7 @@ JOBS = {
     "doctor": ("course_utils.course.environment.doctor", "is this machine ready for the course? (--set-keras-backend: make JAX Keras's "
                                      "backend in this environment)"),
     "lab-settings": ("course_utils.course.environment.lab_settings", "write the course's JupyterLab settings into this environment"),
-    "render": ("course_utils.course.publish.render", "the rendered course and the slide decks (--slides, --pages)"),
+    "render": ("course_utils.course.publish.render", "the rendered course and the slide decks (--slides, --pages, --lesson NN)"),
     "build": ("course_utils.course.publish.builds", "student | student-branch | answer-key | handout | nbgrader"),
     "links": ("course_utils.course.publish.binder_links", "the Binder links, from pyproject.toml's binder_repository (--write)"),
     "grade": ("course_utils.course.grading.assignment", "grade what students handed in: grade lesson03 [--out _build/nbgrader]"),

@@ -162,7 +162,8 @@ def _contradiction(keys, clashes: list[Clash], layout_map, model) -> Problem:
         f"{first.position} ('{letter}' of '{producer.outputs}', size {size}{_heads(model, producer.parent, size)}) "
         f"split over {_named(first.produced, data_axis)}, and {first.consumer.name}, which takes it, splits it over "
         f"{_named(first.taken, data_axis)} (in {len(layers)} layer(s), e.g. {layers[0]!r}). The map builds, but in "
-        f"every step XLA reshards that activation between the two (all-to-alls, collective-permutes). Rules that "
+        f"every step XLA moves that activation from one split to the other (all-gathers and collective-permutes no "
+        f"rule asks for). Rules that "
         f"agree, both over {_named(first.produced if follow else first.taken, data_axis)}: "
         f"{({**rules, kept: _axes_of(layout_map, kept)})!r}. In place: {_replacing(key, rules)}"),
         severity="warning", fix=rules)

@@ -14,6 +14,8 @@ the notebook, is open in the speaker view.
 
     python -m course_utils.course render --out _build            # pages and decks
     python -m course_utils.course render --out _build --slides   # decks only
+    python -m course_utils.course render --slides --lesson 10    # lesson 10's deck only (and pages
+                                                                 # without --slides); the index is kept
 """
 
 from __future__ import annotations
@@ -191,10 +193,29 @@ def publish(notebook, stem: str, out: Path, *, pages: bool = True, slides: bool 
     return lesson_title(notebook), page, deck
 
 
+def numbered_lesson(folder: str | os.PathLike, number: str) -> Path:
+    """The lesson of `folder` whose file name starts with `number` ("8" and "08" both name `08_*.ipynb`).
+
+    Raises:
+        ValueError: When no lesson there has that number; the message lists the numbers there are.
+    """
+    from course_utils.course.lesson_parts import lessons
+
+    found = {path.name[:2]: path for path in lessons(folder)}
+    key = str(number).strip()
+    key = key.zfill(2) if key.isdigit() and len(key) <= 2 else key
+    if key not in found:
+        there = ", ".join(found) or "none"
+        raise ValueError(f"Received: --lesson {number}. There is no lesson numbered {number!r} in {folder} "
+                         f"(the lessons there are numbered {there}). Give one of them, e.g. --lesson "
+                         f"{next(reversed(found), '10')}.")
+    return found[key]
+
+
 def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = True,
-          slides: bool = True, timeout: int = 600) -> Path:
+          slides: bool = True, timeout: int = 600, lesson: str | None = None) -> Path:
     """Executes every lesson once (two at a time, `lesson_runs.execute_series`) and writes the rendered course
-    and/or the slide decks.
+    and/or the slide decks; or, given `lesson`, that one lesson only.
 
     One lesson never stops the others: a lesson that fails is listed in the index as not built,
     with its error; a lesson whose text states what its run did not compute is written with a
@@ -206,21 +227,25 @@ def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = Tr
         pages: Write the rendered pages (`NN_name.html`).
         slides: Write the decks (`NN_name.slides.html`).
         timeout: Seconds a lesson's cell may run.
+        lesson: A lesson's number ("10"): run and write that lesson only, leaving the index and the
+            other lessons already in `out` as they are.
 
     Returns:
-        The index page written (`out/index.html`).
+        The index page written (`out/index.html`); with `lesson`, its deck (or its page with `slides=False`).
 
     Raises:
+        ValueError: When `lesson` numbers no lesson in `folder` (before anything runs).
         IncompleteBuild: Once everything else is written, when a lesson failed or states something
             its run did not compute; it names each.
     """
     from course_utils.course.checking.lesson_runs import execute_series
     from course_utils.course.lesson_parts import lessons
 
+    paths = [numbered_lesson(folder, lesson)] if lesson is not None else lessons(folder)
     problems = []
 
     def runs():
-        for run in execute_series(lessons(folder), timeout=timeout, keep_going=True):
+        for run in execute_series(paths, timeout=timeout, keep_going=True):
             if isinstance(run, Failed):
                 problems.append(str(run))
                 print(f"{run.path.name}: FAILED, not built: {run.why}", flush=True)
@@ -232,7 +257,9 @@ def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = Tr
                 print(f"{run.path.name}: ran in {run.seconds:.1f} s", flush=True)
             yield run
 
-    index = build_from_runs(runs(), out, pages=pages, slides=slides)
+    index = build_from_runs(runs(), out, pages=pages, slides=slides, index=lesson is None)
+    if lesson is not None:
+        index = Path(out) / f"{paths[0].stem}{'.slides' if slides else ''}.html"
     if problems:
         raise IncompleteBuild(index, problems)
     return index
@@ -255,12 +282,13 @@ def marked(run) -> tuple:
     return notebook, f"marked: {count} passage{'s' if count != 1 else ''} its run did not compute"
 
 
-def build_from_runs(runs, out: str | os.PathLike, *, pages: bool = True, slides: bool = True) -> Path:
+def build_from_runs(runs, out: str | os.PathLike, *, pages: bool = True, slides: bool = True,
+                    index: bool = True) -> Path | None:
     """Writes the pages and/or decks of lessons that already ran (`lesson_runs.LessonRun`s, in series order;
     a `lesson_runs.Failed` is listed in the index as not built, with why).
 
     Returns:
-        The index page written (`out/index.html`).
+        The index page written (`out/index.html`); None with `index=False` (the index is left as it was).
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -278,7 +306,7 @@ def build_from_runs(runs, out: str | os.PathLike, *, pages: bool = True, slides:
         print(f"{run.path.name} written{deck}" + (f" ({mark})" if mark else ""), flush=True)
     print(f"{sum(1 for e in entries if e[1] or e[2])} of {len(entries)} lessons built in "
           f"{time.perf_counter() - start:.0f} s", flush=True)
-    return write_index(entries, out, "Device meshes with Keras 3 on JAX")
+    return write_index(entries, out, "Device meshes with Keras 3 on JAX") if index else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -288,14 +316,21 @@ def main(argv: list[str] | None = None) -> int:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--slides", action="store_true", help="slide decks only")
     group.add_argument("--pages", action="store_true", help="rendered pages only")
+    parser.add_argument("--lesson", metavar="NN", help="build this lesson only (its number, e.g. 10); "
+                        "the index and the other lessons in --out are left as they are")
     parser.add_argument("--timeout", type=cell_seconds, default=CELL_TIMEOUT,
                         help=f"seconds a lesson's cell may run (default {CELL_TIMEOUT})")
     args = parser.parse_args(argv)
+    if args.lesson is not None:
+        try:
+            numbered_lesson(args.notebooks, args.lesson)
+        except ValueError as unknown:
+            parser.error(str(unknown))
     os.environ.setdefault("COURSE_PLATFORM", "cpu")
     try:
         with stopped_like_ctrl_c():
             index = build(args.notebooks, args.out, pages=not args.slides, slides=not args.pages,
-                          timeout=args.timeout)
+                          timeout=args.timeout, lesson=args.lesson)
     except KeyboardInterrupt:
         print(f"Stopped (Ctrl-C or a kill): the lessons' kernels were stopped; {args.out} holds what was "
               f"written before, without a new index. Run the same command again to build it all.", file=sys.stderr)

@@ -182,3 +182,30 @@ def test_one_lesson_never_stops_the_build_the_others_are_written_and_it_is_marke
     err = capsys.readouterr().err
     assert "2 lessons did not build as written; the others were" in err
     assert (tmp_path / "again" / "03_after.html").exists()
+
+
+def test_one_lessons_deck_is_built_alone_and_an_unknown_number_is_refused(tmp_path, capsys):
+    from course_utils.course.publish import render
+
+    new_md, new_code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    _tiny_lesson(lessons, "07_before.ipynb", [new_md("# Before"), new_code("print('not this one')")])
+    _tiny_lesson(lessons, "08_chosen.ipynb", [new_md("# Chosen"), new_code("print('built alone')")])
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "index.html").write_text("the whole course's index")
+    assert render.main(["--notebooks", str(lessons), "--out", str(out), "--slides", "--lesson", "8",
+                        "--timeout", "60"]) == 0
+    assert sorted(p.name for p in out.glob("*.html")) == ["08_chosen.slides.html", "index.html"]
+    assert "built alone" in (out / "08_chosen.slides.html").read_text()
+    assert (out / "index.html").read_text() == "the whole course's index"  # the index is left as it was
+    assert f"Open {(out / '08_chosen.slides.html').resolve()}" in capsys.readouterr().out
+    assert render.build(lessons, out, slides=False, lesson="08", timeout=60) == out / "08_chosen.html"
+    assert not (out / "07_before.html").exists()
+    with pytest.raises(SystemExit) as refused:
+        render.main(["--notebooks", str(lessons), "--out", str(out), "--slides", "--lesson", "42"])
+    assert refused.value.code == 2
+    assert "Received: --lesson 42. There is no lesson numbered '42'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"the lessons there are numbered 07, 08\). Give one of them, e.g. --lesson 08"):
+        render.numbered_lesson(lessons, "8b")
