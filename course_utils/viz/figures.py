@@ -107,17 +107,30 @@ def _shown(text: Text) -> bool:
 
 
 def wrap(text: str, width: int) -> str:
-    """Wraps at spaces and after '/' (variable paths), `width` characters a line."""
+    """Wraps at spaces and after '/' (variable paths), `width` characters a line; never inside parentheses, so a
+    shape such as (4, 64, 16) stays on one line."""
     lines = []
     for paragraph in text.split("\n"):
         line = ""
-        for token in re.split(r"(?<=[/ ])", paragraph):
+        for token in _breakable(paragraph):
             if line and len(line) + len(token.rstrip()) > width:
                 lines.append(line.rstrip())
                 line = ""
             line += token
         lines.append(line.rstrip())
     return "\n".join(lines)
+
+
+def _breakable(paragraph: str) -> list[str]:
+    """`paragraph` cut after each space or '/' outside parentheses."""
+    tokens, token, depth = [], "", 0
+    for char in paragraph:
+        token += char
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char in " /" and depth <= 0:
+            tokens.append(token)
+            token = ""
+    return tokens + [token] if token else tokens
 
 
 def chars_across(width: float, fontsize: float) -> int:
