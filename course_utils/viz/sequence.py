@@ -37,7 +37,7 @@ def draw_block_memory(rows, *, title: str = "") -> Figure:
            label="XLA's compiled pass (temporaries)")
     for i, r in enumerate(rows):
         for x, value in ((i - width / 2, r.tokens + r.scores), (i + width / 2, r.compiled)):
-            ax.text(x, value / gib, f"{value / gib:.1f}", ha="center", va="bottom", fontsize=SMALL)
+            ax.text(x, value / gib, f"{value / gib:.2f}", ha="center", va="bottom", fontsize=SMALL)  # as lesson 11 prints
     ax.set_xticks(list(places), [f"{r.seq:,} tokens" for r in rows], fontsize=SMALL)
     ax.set_ylabel("GiB for one block, one sequence", fontsize=SMALL)
     ax.set_ylim(0, max(max(r.compiled, r.tokens + r.scores) for r in rows) / gib * 1.18)

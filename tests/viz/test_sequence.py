@@ -17,6 +17,7 @@ def test_each_length_stacks_the_scores_on_the_s_x_d_arrays_beside_xlas_pass(over
     tops = sorted(round(p.get_y() + p.get_height(), 6) for bars in ax.containers for p in bars)
     assert tops == [2.0, 3.0, 3.0, 4.0, 8.0, 8.0]  # s x d; s x d + scores; XLA's pass, for each length
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1,024 tokens", "2,048 tokens"]
+    assert sorted(t.get_text() for t in ax.texts) == ["3.00", "3.00", "8.00", "8.00"]  # the GiB, 2 decimals as printed
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any("s x s scores" in t for t in legend) and any("s x d" in t for t in legend)
     assert isinstance(fig, Figure) and overlapping_texts(fig) == []
