@@ -258,6 +258,10 @@ def _row(model, steps, candidate: Candidate, devices, batch, seq, efficiency, ta
     if batch % shape[0]:
         return AdviceRow(candidate.layout, shape, None, None, CANNOT,
                          f"the batch of {batch} does not split over {shape[0]} devices of the batch axis")
+    micro = steps.levers.micro_batch
+    if micro and micro % shape[0]:
+        return AdviceRow(candidate.layout, shape, None, None, CANNOT,
+                         f"a micro-batch of {micro} does not split over {shape[0]} devices of the batch axis")
     try:
         program = steps.read(candidate, target)
     except OwnProgramOutOfMemory as error:  # an accelerator's compiler refuses a step that does not fit

@@ -73,3 +73,13 @@ def test_the_levers_are_checked_before_anything_compiles(given, words):
 
 def test_the_default_is_no_lever():
     assert Levers() == Levers("as compiled", False, None) and not Levers().memory and Levers().steps(16) == 1
+
+
+def test_a_micro_batch_the_batch_axis_cannot_split_is_a_reason_not_a_crash(mlp):
+    model = mlp()
+    model.compile(optimizer="adam", loss="mse")
+    advice = advise(model, devices="8xH100-80GB", batch=16, micro_batch=4, mesh_shapes=[(8, 1), (4, 2)])
+    split = [r for r in advice if r.mesh_shape == (8, 1)]
+    assert split and all(r.verdict == "cannot split" and "a micro-batch of 4 does not split over 8 devices of the "
+                         "batch axis" in r.problem for r in split)
+    assert all(r.program is not None for r in advice if r.mesh_shape == (4, 2))  # 4 rows split over 4
