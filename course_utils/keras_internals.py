@@ -31,6 +31,7 @@ ATTRIBUTES = (
     ("keras.Model", "train_function"),
     ("keras.src.backend.common.global_state", "get_global_attribute"),
     ("keras.src.backend.common.global_state", "set_global_attribute"),
+    ("keras.Variable", "_value"),
 )
 
 
@@ -85,6 +86,12 @@ def symbolic_build(model, batch) -> None:
     `batch` is `(x, y)` or `(x, y, sample_weight)`; its leaves need only `.shape` and `.dtype`.
     """
     model._symbolic_build(data_batch=batch)
+
+
+def is_shape_only(variable) -> bool:
+    """Whether `variable` holds a shape and a dtype but no value (built under
+    `keras.StatelessScope(initialize_variables=False)` and forgotten: see `forget_deferred`)."""
+    return getattr(variable, "_value", None) is None
 
 
 def name_scope_path() -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from course_utils.keras_internals import symbolic_build
+from course_utils.keras_internals import forget_deferred, is_shape_only, symbolic_build
 from course_utils.layouts.layout_map import layout_for, optimizer_owners
 from course_utils.xla_settings import READING_COMPILE, layer_names_kept
 
@@ -90,6 +90,7 @@ def compile_train_step(model, distribution, batch, *, options: dict | None = REA
             state is written where the old one was, which `memory_analysis()` counts as aliased.
     """
     import jax
+    import keras
 
     def laid_out(spec):
         return jax.ShapeDtypeStruct(spec.shape, spec.dtype,
@@ -97,7 +98,14 @@ def compile_train_step(model, distribution, batch, *, options: dict | None = REA
 
     batch = jax.tree.map(laid_out, batch)
     with distribution.scope():
-        symbolic_build(model, batch)
+        if model.variables and all(is_shape_only(v) for v in model.variables):
+            # a shape-only model's optimizer and metrics shape-only too: built for real they would be laid out
+            # on the devices (a replicated Adam state: twice the weights on every device)
+            with keras.StatelessScope(initialize_variables=False):
+                symbolic_build(model, batch)
+            forget_deferred([*model.optimizer.variables, *model.metrics_variables])
+        else:
+            symbolic_build(model, batch)
         state = step_state(model, distribution)
         shardings = jax.tree.map(lambda spec: spec.sharding, state)
         step = jax.jit(model.train_step, out_shardings=(None, shardings), donate_argnums=0 if donate else ())

@@ -82,11 +82,12 @@ PRESETS = {p.name: p for p in (
 
 
 def abstract_model(model, config: dict | None = None, **overrides):
-    """Builds a keras-hub backbone with shape-only variables: paths, shapes, dtypes, no values.
+    """Builds a keras-hub backbone, or any Keras model, with shape-only variables: paths, shapes, dtypes, no values.
 
     Args:
         model: A preset name from `PRESETS` (e.g. "gemma_7b_en"), a `Preset`,
-            or a keras-hub backbone class such as `keras_hub.models.GemmaBackbone`.
+            a keras-hub backbone class such as `keras_hub.models.GemmaBackbone`, or a function
+            that builds your own model with no arguments (`abstract_model(build_block)`).
         config: The backbone's arguments, when `model` is a class.
         **overrides: Arguments that replace the config's, e.g. `dtype="bfloat16"`.
 
@@ -172,9 +173,11 @@ def _resolve(model, config):
         model = PRESETS[model]
     if isinstance(model, Preset):
         return model.backbone_class(), dict(model.config)
+    if callable(model) and not isinstance(model, type) and config is None:
+        return model, {}  # a function that builds any Keras model: called with no arguments
     if not isinstance(model, type) or config is None:
-        raise ValueError(f"Pass a preset name, a Preset, or a backbone class with config=. "
-                         f"Received: model={model!r}, config={config!r}.")
+        raise ValueError(f"Pass a preset name, a Preset, a backbone class with config=, or a function that builds "
+                         f"your model. Received: model={model!r}, config={config!r}.")
     return model, dict(config)
 
 

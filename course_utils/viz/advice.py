@@ -23,7 +23,7 @@ def draw_advice(advice: Advice, *, title: str | None = None) -> Figure:
         title: The figure's title; defaults to the advice's.
     """
     rows = list(advice.rows)
-    fig = Figure(figsize=(MAX_WIDTH, 1.2 + 0.42 * max(len(rows), 2)), layout="constrained")
+    fig = Figure(figsize=(MAX_WIDTH, 1.2 + 0.34 * max(len(rows), 2)), layout="constrained")
     ax = fig.subplots()
     if not rows:  # nothing to rank: the reason, where the bars would be
         ax.axis("off")
