@@ -31,7 +31,6 @@ ATTRIBUTES = (
     ("keras.Model", "train_function"),
     ("keras.src.backend.common.global_state", "get_global_attribute"),
     ("keras.src.backend.common.global_state", "set_global_attribute"),
-    ("keras.Variable", "_value"),
 )
 
 
@@ -90,7 +89,8 @@ def symbolic_build(model, batch) -> None:
 
 def is_shape_only(variable) -> bool:
     """Whether `variable` holds a shape and a dtype but no value (built under
-    `keras.StatelessScope(initialize_variables=False)` and forgotten: see `forget_deferred`)."""
+    `keras.StatelessScope(initialize_variables=False)` and forgotten: see `forget_deferred`). Reads the
+    variable's `_value`, which the behaviour "a shape-only variable ... stays unallocated" probes."""
     return getattr(variable, "_value", None) is None
 
 
