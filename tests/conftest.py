@@ -249,9 +249,9 @@ def pytest_generate_tests(metafunc):
 
 
 # What the fast lane (`make test-fast`, pytest --fast) leaves out: the lessons' runs, Binder's environment,
-# the browser, the work they start in the background, and every test marked `processes` (one that starts
-# Python processes or kernels: the machinery's modules, fresh interpreters). The library and the exercise
-# checkers stay.
+# the browser, the work they start in the background, every test marked `processes` (one that starts
+# Python processes or kernels: the machinery's modules, fresh interpreters) and every test marked
+# `compiles_long` (tens of seconds of compiling). The library and the exercise checkers stay.
 SLOW_FIXTURES = {"lesson_runs", "binder_env", "in_background", "browser", "built_course"}
 
 
@@ -264,6 +264,8 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "processes: the test starts Python processes, kernels or a browser (the machinery, "
                                        "fresh interpreters): left out of the fast lane")
+    config.addinivalue_line("markers", "compiles_long: the test compiles programs for tens of seconds (the advisor's "
+                                       "levers, the GPU's own program): left out of the fast lane")
     config.addinivalue_line("markers", "lesson_runs(*kinds): the test reads the session's runs of the lessons "
                                        "('learner', 'solved', 'isa'); such tests run last, their runs start first")
 
@@ -282,7 +284,7 @@ def pytest_collection_modifyitems(session, config, items):
 
     if config.getoption("fast"):
         slow = [item for item in items if SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
-                or item.get_closest_marker("processes")]
+                or item.get_closest_marker("processes") or item.get_closest_marker("compiles_long")]
         if slow:
             config.hook.pytest_deselected(items=slow)
             items[:] = [item for item in items if item not in slow]

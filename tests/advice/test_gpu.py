@@ -43,6 +43,7 @@ def test_the_gpus_own_program_sends_what_the_corrected_cpu_program_says_and_hold
 
 
 @needs_plugin
+@pytest.mark.compiles_long  # every candidate's GPU program
 def test_advise_reads_the_gpus_own_program():
     from course_utils import advise
 

@@ -33,6 +33,7 @@ def _row(advice):
     return advice.row("FSDP", (8, 1))
 
 
+@pytest.mark.compiles_long  # the module's steps at three sequence lengths
 def test_fused_attention_drops_what_grows_with_the_square_of_the_sequence(levered):
     compiled, fused, doubled = (_row(levered[k]).program.memory.peak for k in ("compiled", "fused", "fused 2x"))
     assert fused < compiled / 2  # at 1,024 tokens a row, the scores of 8 heads dwarf the rest
@@ -42,6 +43,7 @@ def test_fused_attention_drops_what_grows_with_the_square_of_the_sequence(levere
     assert doubled < 2 * fused and "attention fused" in _row(levered["fused"]).program.memory.how
 
 
+@pytest.mark.compiles_long  # the module's steps at three sequence lengths
 def test_rematerialisation_keeps_each_blocks_input_and_computes_a_forward_pass_again(levered):
     fused, remat = _row(levered["fused"]), _row(levered["fused remat"])
     assert remat.program.memory.peak < fused.program.memory.peak
@@ -50,6 +52,7 @@ def test_rematerialisation_keeps_each_blocks_input_and_computes_a_forward_pass_a
     assert "blocks rematerialised" in remat.program.memory.how
 
 
+@pytest.mark.compiles_long  # the module's steps at three sequence lengths
 def test_micro_batches_hold_one_micro_batch_and_run_the_step_as_often(levered):
     whole, micro = _row(levered["fused"]), _row(levered["micro"])
     assert micro.micro_steps == 2 and micro.program.memory.peak < whole.program.memory.peak

@@ -15,6 +15,8 @@ import pytest
 from course_utils.course.grading.isolation import Graded
 from course_utils.course.grading.regrade import RECORD, GradingRecord, digest, fingerprint
 
+pytestmark = pytest.mark.processes  # grades hand-ins in kernels: left out of the fast lane (pytest --fast)
+
 ROOT = Path(__file__).resolve().parents[3]
 LESSON = ROOT / "notebooks" / "01_mesh_grids.ipynb"
 
