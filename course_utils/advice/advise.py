@@ -177,9 +177,20 @@ class Advice(Table):
                          f"{max(corrected, default=0):.0%} fewer than the CPU program's. The memory is the CPU "
                          f"program's peak, which computes bf16 products in f32: an accelerator's program can need "
                          f"less{hint}.")
+        lines.append("The link each mesh axis crosses: " + "; ".join(
+            f"{shape}: " + ", ".join(self._crossed(shape)) for shape in dict.fromkeys(r.mesh_shape for r in self.rows)))
         lines += [f"- {r.layout} on {r.mesh_shape} {'does not fit' if r.verdict == NO else 'cannot run'}: {r.problem}"
                   for r in self.rows if r.problem]
         return lines
+
+    def _crossed(self, shape) -> list[str]:
+        """'batch over NVLink 4 (NVSwitch), 4.5e+11 B/s' for each axis of `shape` longer than 1."""
+        crossed = []
+        for position, (axis, size) in enumerate(zip(MESH_AXES, shape)):
+            if size > 1:
+                link = self.devices.link(tuple(shape), (position,))
+                crossed.append(f"{axis} over {link.name}, {link.bytes_per_second:.3g} B/s")
+        return crossed or ["one device, nothing crossed"]
 
 
 def _ms(seconds: float) -> str:

@@ -241,3 +241,18 @@ def test_calibrated_refuses_a_measurement_no_efficiency_reaches(mlp, measured, w
         advice.calibrated(advice.best.layout, advice.best.mesh_shape, measured)
     with pytest.raises(KeyError, match=r"No candidate 'nonsense'"):
         advice.calibrated("nonsense", (8, 1), 1.0)
+
+
+def test_the_notes_say_which_link_each_mesh_axis_crosses(mlp):
+    from dataclasses import replace
+
+    from course_utils import device_set
+
+    two_nodes = replace(device_set("2x8xH100-80GB"), name="2x4xH100-80GB", devices=8, per_node=4)
+    advice = advise(_compiled(mlp()), devices=two_nodes, batch=64, mesh_shapes=[(8, 1), (2, 4)])
+    line = next(n for n in advice.notes() if n.startswith("The link each mesh axis crosses"))
+    # (2, 4): the batch axis joins one GPU of each node (its own card), the model axis stays in a node
+    assert "(2, 4): batch over InfiniBand NDR (one 400 Gb/s ConnectX-7 per GPU), 1 per node, 5e+10 B/s, model over " \
+           "NVLink 4 (NVSwitch), 4.5e+11 B/s" in line
+    assert "(8, 1): batch over InfiniBand NDR (one 400 Gb/s ConnectX-7 per GPU), 4 per node, 2e+11 B/s" in line
+    assert "The link each mesh axis crosses" in repr(advice)
