@@ -50,12 +50,14 @@ class Sandbox:
     Attributes:
         hidden: Folders replaced by empty ones inside the sandbox.
         shown: Folders inside those that the hand-in still reads (its Python, `course_utils`).
+        binary: The bubblewrap program run.
     """
 
     mode: str
     reason: str = ""
     hidden: tuple[Path, ...] = ()
     shown: tuple[Path, ...] = ()
+    binary: str = "bwrap"
 
     def describe(self) -> str:
         """One sentence for the teacher: what protects the course while hand-ins run."""
@@ -71,7 +73,7 @@ class Sandbox:
         """`command` as it runs for one hand-in whose grading copy is `work`."""
         if self.mode != BUBBLEWRAP:
             return command
-        return [shutil.which("bwrap") or "bwrap", *_mounts(self.hidden, self.shown, Path(work)),
+        return [self.binary, *_mounts(self.hidden, self.shown, Path(work)),
                 "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL",
                 "--die-with-parent", "--new-session", "--chdir", str(work), "--", *command]
 
@@ -109,11 +111,11 @@ def _folders(paths) -> tuple[Path, ...]:
     return tuple(sorted(path for path in found if not any(other in path.parents for other in found)))
 
 
-def sandbox_folders(hide: list[Path]) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+def sandbox_folders(hide: list[Path], path: list[str] | None = None) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     """(hidden, shown): `hide` and the places solutions or the teacher's files live; the Python and course_utils.
 
     A folder is shown again only inside a hidden one, and never when it holds something to hide (a
-    `sys.path` entry that is the course's checkout, say).
+    `path` entry, `sys.path` by default, that is the course's checkout, say).
     """
     import course_utils
 
@@ -122,7 +124,7 @@ def sandbox_folders(hide: list[Path]) -> tuple[tuple[Path, ...], tuple[Path, ...
     every = [p for p in {Path(p).resolve() for p in [*hide, package.parent, Path.home(), *temporary]}
              if p.is_dir() and p != Path("/")]
     prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    entries = [Path(e).resolve() for e in sys.path if e]  # inside the checkout, only its Python's (a .venv)
+    entries = [Path(e).resolve() for e in (sys.path if path is None else path) if e]  # inside the checkout, only its Python's (a .venv)
     entries = [e for e in entries if package.parent not in [e, *e.parents] or prefixes & {e, *e.parents}]
     candidates = [package, *prefixes, Path(sys.executable).resolve().parent, *entries, *_cache_folder()]
     shown = [p for p in candidates if p.is_dir() and any(h in p.parents for h in every)
@@ -138,18 +140,21 @@ def _cache_folder() -> list[Path]:
     return [folder] if folder is not None and folder.is_dir() else []
 
 
-def choose_sandbox(*, hide: list[Path]) -> Sandbox:
+def choose_sandbox(*, hide: list[Path], which=shutil.which) -> Sandbox:
     """The sandbox this machine offers for this run: bubblewrap when it starts here, else none (with why).
 
     Args:
         hide: Folders no hand-in may see (the course directory, the run's grading copies).
+        which: Finds a program on the PATH (`shutil.which`; a test gives its own, never patching the module that
+            gradings running meanwhile read).
     """
     if os.environ.get(SANDBOX_ENV, "").strip().lower() in ("off", "0", "no", "none", "false"):
         return Sandbox(NONE, f"{SANDBOX_ENV}=off")
-    if not sys.platform.startswith("linux") or shutil.which("bwrap") is None:
+    binary = which("bwrap")
+    if not sys.platform.startswith("linux") or binary is None:
         return Sandbox(NONE, "bubblewrap is not installed")
     hidden, shown = sandbox_folders(hide)
-    sandbox = Sandbox(BUBBLEWRAP, "", hidden, shown)
+    sandbox = Sandbox(BUBBLEWRAP, "", hidden, shown, binary)
     with tempfile.TemporaryDirectory(prefix="grading-probe-") as probe:
         try:
             done = subprocess.run(sandbox.command([sys.executable, "-c", PROBE], Path(probe)), capture_output=True,

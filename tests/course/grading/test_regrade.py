@@ -127,8 +127,9 @@ def built(tmp_path_factory):
 
 @pytest.fixture
 def course(built, tmp_path, monkeypatch):
-    """A copy of the built course, two hand-ins, and `grade_one` replaced: it notes who ran, scores 01.1 right
-    when the hand-in's answer cell says `"cpu:5"`, and fails for a student named in `failing`."""
+    """A copy of the built course, two hand-ins, and `grade_one` replaced for this course's hand-ins: it notes who
+    ran, scores 01.1 right when the hand-in's answer cell says `"cpu:5"`, and fails for a student named in
+    `failing` (any other course's hand-in, graded in the background meanwhile, goes to the real one)."""
     from course_utils.course.grading import assignment
 
     course = tmp_path / "course"
@@ -137,7 +138,12 @@ def course(built, tmp_path, monkeypatch):
     _answered(course, "bob", 'answer = "cpu:1"\ncheck("01.1", answer)')
     ran, failing = [], set()
 
-    def grade_one(template, assignment_name, student, notebook, **_):
+    real = assignment.grade_one
+
+    def grade_one(template, assignment_name, student, notebook, **kwargs):
+        if not Path(notebook).resolve().is_relative_to(course.resolve()):
+            # another course's grading, run meanwhile in the background (tests that grade in kernels): the real one
+            return real(template, assignment_name, student, notebook, **kwargs)
         ran.append(student)
         if student in failing:
             return Graded(student, {}, ("nbgrader autograde failed: the machine ran out of memory",))

@@ -4,7 +4,6 @@
 import sys
 from pathlib import Path
 
-from course_utils.course.grading import sandbox as sandboxes
 from course_utils.course.grading.sandbox import BUBBLEWRAP, NONE, SANDBOX_ENV, Sandbox, choose_sandbox, sandbox_folders
 from course_utils.xla_settings import READ_ONLY_ENV
 
@@ -17,20 +16,19 @@ def test_no_sandbox_is_said_with_its_reason_and_the_fix(tmp_path, monkeypatch):
     assert off.mode == NONE and f"without a sandbox ({SANDBOX_ENV}=off)" in off.describe()
     assert "could read the solutions" in off.describe() and "apt-get install bubblewrap" in off.describe()
     monkeypatch.delenv(SANDBOX_ENV)
-    monkeypatch.setattr(sandboxes.shutil, "which", lambda name: None)
-    assert choose_sandbox(hide=[tmp_path]).reason == "bubblewrap is not installed"
+    assert choose_sandbox(hide=[tmp_path], which=lambda name: None).reason == "bubblewrap is not installed"
 
 
 def test_a_sandbox_that_cannot_start_falls_back_and_says_why(tmp_path, monkeypatch):
     monkeypatch.delenv(SANDBOX_ENV, raising=False)
-    monkeypatch.setattr(sandboxes.shutil, "which", lambda name: "/bin/false")  # a bwrap that always fails
-    chosen = choose_sandbox(hide=[tmp_path])
+    chosen = choose_sandbox(hide=[tmp_path], which=lambda name: "/bin/false")  # a bwrap that always fails
     assert chosen.mode == NONE and chosen.reason.startswith("bubblewrap cannot start here")
 
 
-def test_the_course_its_solutions_and_the_home_are_hidden_and_python_shown(tmp_path, monkeypatch):
-    monkeypatch.setattr(sys, "path", [str(ROOT), *sys.path])  # the checkout on the path (PYTHONPATH=. say)
-    hidden, shown = sandbox_folders([tmp_path / "nowhere", tmp_path])
+def test_the_course_its_solutions_and_the_home_are_hidden_and_python_shown(tmp_path):
+    # the checkout on the path (PYTHONPATH=. say), given rather than patched into sys.path, which gradings run
+    # meanwhile in the background read
+    hidden, shown = sandbox_folders([tmp_path / "nowhere", tmp_path], path=[str(ROOT), *sys.path])
     assert {ROOT, Path.home()} <= {*hidden} and any(h == tmp_path or h in tmp_path.parents for h in hidden)
     assert ROOT / "course_utils" in shown and ROOT not in shown
     assert not any(s == h or s in h.parents for s in shown for h in hidden)  # nothing hidden is shown again
