@@ -92,8 +92,14 @@ def _under_a_kernel(proc: psutil.Process) -> bool:
     return any("ipykernel_launcher" in " ".join(parent.cmdline()) for parent in proc.parents())
 
 
-def no_children_left():
-    assert launched_processes_alive() == []
+def no_children_left(patience: float = 30.0):
+    """No process a launch started is alive, once `patience` seconds have let any that are ending end: another
+    test's launch, running meanwhile outside a kernel, ends within seconds; one a launch left behind never does."""
+    deadline = time.monotonic() + patience
+    while launched_processes_alive() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    alive = launched_processes_alive()
+    assert alive == [], [" ".join(psutil.Process(pid).cmdline())[:200] for pid in alive if psutil.pid_exists(pid)]
 
 
 def test_each_process_sees_its_devices(two_by_four):
