@@ -76,7 +76,16 @@ def _figures():
         "11-sequence-placement": lambda: draw_placement(planned_placement(
             (16, 32, 64), TensorLayout(("batch", "model", None), make_mesh((2, 4), ("batch", "model")))),
             title="decoder_block_0/output: 16 sequences x 32 tokens x 64, split ('batch', 'model', None)"),
+        "12-gpipe-4x4": lambda: _schedules_12(("GPipe", 4, 4)),
+        "12-gpipe-vs-1f1b-4x8": lambda: _schedules_12(("GPipe", 4, 8), ("1F1B", 4, 8)),
     }
+
+
+def _schedules_12(*plans):
+    """Lesson 12's schedule figures: (kind, stages, micro-batches) each."""
+    from course_utils import draw_schedule, schedule
+
+    return draw_schedule(*[schedule(kind, stages=s, micro_batches=m) for kind, s, m in plans])
 
 
 def _ring_11():
