@@ -46,6 +46,13 @@ class Link:
     latency: float = 0.0  # seconds a collective waits per hop of its ring, whatever its size
     achieved: float | None = None  # what runs reach in practice, where a source says (bytes per second)
 
+    @property
+    def short(self) -> str:
+        """The interconnect in a word, with how many of its links or NICs a device group uses at once where more
+        than one: "NVLink", "InfiniBand x4", "ICI x2"."""
+        many = re.search(r"(\d+) (?:per node|torus axes)", self.name)
+        return self.name.split(" ")[0] + (f" x{many.group(1)}" if many and many.group(1) != "1" else "")
+
     def __post_init__(self):
         _positive_number(f"Link {self.name!r}", "bytes_per_second", self.bytes_per_second)
         if not isinstance(self.latency, (int, float)) or isinstance(self.latency, bool) or \
@@ -124,6 +131,11 @@ class DeviceSet:
         if self.topology is not None and _chips(self.topology) != self.devices:
             raise ValueError(f"DeviceSet {self.name!r}: the slice {self.topology!r} has {_chips(self.topology)} "
                              f"chips, not {self.devices} devices.")
+
+    @property
+    def nodes(self) -> int:
+        """How many nodes the devices make (a TPU slice counts as one)."""
+        return self.devices // self.per_node
 
     @property
     def memory_gib(self) -> float:

@@ -31,6 +31,7 @@ ATTRIBUTES = (
     ("keras.Model", "train_function"),
     ("keras.src.backend.common.global_state", "get_global_attribute"),
     ("keras.src.backend.common.global_state", "set_global_attribute"),
+    ("keras.distribution.TensorLayout", "_validate_axes"),
 )
 
 
@@ -170,6 +171,26 @@ def _steps_are_kept_and_repeatable() -> bool:
             and all(np.array_equal(a, b) for a, b in zip(seen[0][0], again[0])))
 
 
+def layout_over_axes(axes, device_mesh):
+    """A Keras `TensorLayout` whose entries may name several mesh axes each (`(("replica", "batch"), None)`), as JAX's
+    `PartitionSpec` takes them; Keras's own check refuses a tuple entry. Each name is still checked against the
+    mesh."""
+    import keras
+
+    class LayoutOverAxes(keras.distribution.TensorLayout):
+        def _validate_axes(self):
+            if self._device_mesh is None:
+                return
+            named = [n for entry in self._axes if entry is not None for n in
+                     ((entry,) if isinstance(entry, str) else entry)]
+            unknown = sorted(set(named) - set(self._device_mesh.axis_names))
+            if unknown:
+                raise ValueError(f"Invalid axis names for Layout: {unknown} are not axes of the mesh "
+                                 f"{tuple(self._device_mesh.axis_names)}.")
+
+    return LayoutOverAxes(axes, device_mesh)
+
+
 def missing() -> list[str]:
     """What this Keras no longer offers: attributes as "owner.attribute", broken behaviours by `BEHAVIOURS`.
 
@@ -187,6 +208,7 @@ def missing() -> list[str]:
         "keras.distribution.ModelParallel": keras.distribution.ModelParallel(
             layout_map=keras.distribution.LayoutMap(mesh), batch_dim_name="model"),
         "keras.src.backend.common.global_state": importlib.import_module("keras.src.backend.common.global_state"),
+        "keras.distribution.TensorLayout": keras.distribution.TensorLayout((None,)),
     }
     gone = [f"{owner}.{name}" for owner, name in ATTRIBUTES if not hasattr(owners[owner], name)]
     probes = (_deferred_stays_unallocated, _name_scope_is_seen, _steps_are_kept_and_repeatable)

@@ -123,11 +123,17 @@ def checked_shapes(mesh_shapes, devices: int):
         return None
     valid = every_shape(devices)
     shapes = [tuple(s) if isinstance(s, (tuple, list)) else s for s in mesh_shapes]
-    wrong = [s for s in shapes if s not in valid]
+    wrong = [s for s in shapes if s not in valid and not _hybrid_shape(s, devices)]
     if wrong or not shapes:
-        raise ValueError(f"mesh_shapes are (batch, model) shapes of {devices} devices: {valid}. Received: "
-                         f"mesh_shapes={mesh_shapes!r}.")
+        raise ValueError(f"mesh_shapes are (batch, model) shapes of {devices} devices: {valid}, or (replica, batch, "
+                         f"model) shapes for HSDP, e.g. {(2, devices // 2, 1)}. Received: mesh_shapes={mesh_shapes!r}.")
     return shapes
+
+
+def _hybrid_shape(shape, devices: int) -> bool:
+    """(replica, batch, model) of `devices` devices, each a whole number of at least 1."""
+    return (isinstance(shape, tuple) and len(shape) == 3 and all(isinstance(n, int) and not isinstance(n, bool)
+            and n >= 1 for n in shape) and shape[0] * shape[1] * shape[2] == devices)
 
 
 def levers_of(attention, remat, micro_batch, *, batch: int, seq: int | None, language: bool, program: str) -> Levers:

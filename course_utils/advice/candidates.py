@@ -16,6 +16,11 @@ parallel" and "FSDP"; with a model axis, "tensor parallel" (Megatron's pairs, th
 axis too, "FSDP + tensor parallel". A keras-hub backbone also gets its derived "FSDP" on (n, 1) and its "derived
 map" wherever it has a model axis.
 `layouts=` adds your own maps, each tried on every shape.
+
+On several nodes, meshes of three axes too, (replica, batch, model) = (nodes, b, m): HSDP, each layout above that
+splits weights over "batch" split so inside a node and whole on every node, the batch split over replica x batch
+(`layouts.hybrid`); written "2 x (4, 1)": two replicas of a (4, 1) mesh. Data parallel and tensor parallel alone
+split nothing over "batch": on three axes they are the two-axis candidates again, and are not repeated.
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ import re
 from dataclasses import dataclass
 
 from course_utils.layouts.derive import derive_layout_map
+from course_utils.layouts.hybrid import REPLICA_AXIS, hybrid_parallel, over_replicas
 
 MESH_AXES = ("batch", "model")
+HYBRID_AXES = (REPLICA_AXIS, *MESH_AXES)  # HSDP: the batch over replica x batch, weights split within a replica
 # the names of the advisor's own layouts: `layouts=` may not take them
 BUILT_IN = ("data parallel", "official map", "official, batch kept split", "tensor parallel", "corrected map",
             "experts over model", "derived map", "FSDP", "FSDP + tensor parallel")
@@ -33,36 +40,91 @@ BUILT_IN = ("data parallel", "official map", "official, batch kept split", "tens
 
 @dataclass(frozen=True)
 class Candidate:
-    """One layout on one mesh shape: a `LayoutMap` for `ModelParallel` with the batch over "batch"."""
+    """One layout on one mesh shape: a `LayoutMap` for `ModelParallel` with the batch over "batch" (and over
+    "replica" too on a (replica, batch, model) shape)."""
 
     layout: str
-    mesh_shape: tuple[int, int]
+    mesh_shape: tuple[int, ...]
     layout_map: object
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return axes_of(self.mesh_shape)
+
+    @property
+    def batch_split(self) -> int:
+        """Devices the batch is split over: all but the model axis's."""
+        return batch_split(self.mesh_shape)
+
+    @property
+    def fsdp_split(self) -> int:
+        """Devices the weights' FSDP dimension is split over: the batch axis's (a replica's, on three axes)."""
+        return self.mesh_shape[-2]
 
     def distribution(self):
         from keras import distribution
 
+        if len(self.mesh_shape) == 3:
+            return hybrid_parallel(self.layout_map, HYBRID_AXES[:2])
         return distribution.ModelParallel(layout_map=self.layout_map, batch_dim_name=MESH_AXES[0])
 
 
-def mesh_shapes(devices: int) -> list[tuple[int, int]]:
-    """Every (batch, model) shape of `devices` devices, the widest batch axis first."""
-    return [(b, devices // b) for b in range(devices, 0, -1) if devices % b == 0]
+def axes_of(mesh_shape) -> tuple[str, ...]:
+    """The advisor's axis names for a mesh shape: (batch, model), or (replica, batch, model)."""
+    return HYBRID_AXES if len(mesh_shape) == 3 else MESH_AXES
+
+
+def batch_split(mesh_shape) -> int:
+    """Devices a mesh shape splits the batch over: every axis but the model axis."""
+    n = 1
+    for size in mesh_shape[:-1]:
+        n *= size
+    return n
+
+
+def shape_name(mesh_shape) -> str:
+    """"(2, 4)", or "2 x (4, 1)" for two replicas of a (4, 1) mesh."""
+    shape = tuple(mesh_shape)
+    return f"{shape[0]} x {shape[1:]}" if len(shape) == 3 else str(shape)
+
+
+def mesh_shapes(devices: int, nodes: int = 1) -> list[tuple[int, ...]]:
+    """Every (batch, model) shape of `devices` devices, the widest batch axis first; on several `nodes`, then
+    every (nodes, batch, model) shape whose batch axis splits each node's devices (HSDP)."""
+    shapes = [(b, devices // b) for b in range(devices, 0, -1) if devices % b == 0]
+    if nodes > 1 and devices % nodes == 0:
+        shapes += [(nodes, b, m) for b, m in mesh_shapes(devices // nodes) if b > 1]
+    return shapes
 
 
 def candidates(model, devices: int, layouts: dict | None = None, shapes=None) -> list[Candidate]:
     """The candidates for `model` (a keras-hub backbone, or any Keras model) on `devices` devices, in order:
     on every (batch, model) shape, or on `shapes` only."""
+    from course_utils.devices import course_devices
     from course_utils.mesh import make_mesh
 
     found = []
     for shape in shapes or mesh_shapes(devices):
-        mesh = make_mesh(shape, MESH_AXES)
+        hybrid = len(shape) == 3
+        # the maps are written for one replica's (batch, model) mesh: its devices
+        mesh = make_mesh(shape[-2:], MESH_AXES, devices=course_devices()[:shape[-2] * shape[-1]]) if hybrid else \
+            make_mesh(shape, MESH_AXES)
         maps = _backbone_maps(model, mesh) if hasattr(type(model), "get_layout_map") else _generic_maps(model, mesh)
         for name, rules in (layouts or {}).items():
             maps[name] = _user_map(name, rules, mesh)
-        found += [Candidate(name, shape, layout_map) for name, layout_map in maps.items() if layout_map is not None]
+        if hybrid:  # the same rules, whole on every replica; what splits nothing over "batch" is a 2-axis shape's
+            whole = make_mesh(shape, HYBRID_AXES)
+            maps = {name: over_replicas(m, whole) for name, m in maps.items()
+                    if m is not None and (name in (layouts or {}) or _splits_over(m, MESH_AXES[0]))}
+        found += [Candidate(name, tuple(shape), layout_map) for name, layout_map in maps.items()
+                  if layout_map is not None]
     return found
+
+
+def _splits_over(layout_map, axis: str) -> bool:
+    from course_utils.layout_axes import axes_used
+
+    return any(axis in axes_used(layout.axes) for key, layout in layout_map.items() if not key.endswith("/output"))
 
 
 def _backbone_maps(backbone, mesh) -> dict:

@@ -17,6 +17,7 @@ from course_utils.communication.hlo import collective_ops
 from course_utils.communication.instructions import read_program
 from course_utils.communication.traffic import ring_sent_bytes
 from course_utils.communication.train_step import compile_train_step, training_batch
+from course_utils.layouts.hybrid import hybrid_parallel
 from course_utils.layouts.layout_map import make_layout_map
 from course_utils.memory.compiled import memory_of
 
@@ -32,7 +33,7 @@ def read_own_step(model, layout_map, mesh, batch, *, source: str, what: str) -> 
     Args:
         model: A compiled Keras model, real or shape-only.
         layout_map: The rules, on a mesh of any devices.
-        mesh: The mesh of the accelerator's devices, (batch, model).
+        mesh: The mesh of the accelerator's devices, (batch, model) or (replica, batch, model).
         batch: `(x, y)` as `jax.ShapeDtypeStruct`s, or the input's shape.
         source: How the program is named on its rows ("the TPU's own program (libtpu 0.0.42, slice v5e:2x4)").
         what: The accelerator, in words ("TPU", "GPU"), for messages.
@@ -41,7 +42,10 @@ def read_own_step(model, layout_map, mesh, batch, *, source: str, what: str) -> 
 
     axes = tuple(mesh.axis_names)
     rules = {key: tuple(layout.axes) for key, layout in layout_map.items()}
-    on_devices = distribution.ModelParallel(layout_map=make_layout_map(mesh, rules), batch_dim_name=axes[0])
+    moved = make_layout_map(mesh, rules)
+    # on (replica, batch, model) the batch over the first two (HSDP), as the candidate's own distribution
+    on_devices = hybrid_parallel(moved, axes[:-1]) if len(axes) == 3 else \
+        distribution.ModelParallel(layout_map=moved, batch_dim_name=axes[0])
     try:
         with not_cached():
             compiled = compile_train_step(model, on_devices, training_batch(model, batch), options=None, donate=True)

@@ -36,6 +36,7 @@ from course_utils.xla_settings import READING_COMPILE, keyed_without_names
 
 PASSES = ("forward", "backward", "other")
 FSDP_AXIS = "batch"  # the axis the advisor's meshes split the batch and FSDP's weights over
+DATA_AXES = ("replica", FSDP_AXIS)  # the axes the batch is split over, so gradients summed over (HSDP adds replica)
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ def _transfer(op, fsdp: FsdpRun | None = None) -> Transfer:
     cpu = sent = 0
     scattered = False
     gradient = fsdp is not None and fsdp.reduce_bytes and op.kind in ("all-reduce", "reduce-scatter") and \
-        pass_ != "forward" and FSDP_AXIS in op.axes
+        pass_ != "forward" and any(a in DATA_AXES for a in op.axes)
     for i, (dtype, computed, shape) in enumerate(zip(op.dtypes, op.computed_dtypes or op.dtypes, op.shapes)):
         # a sum each device keeps only a slice of (a gradient of a weight split over the axis it is summed over):
         # what the program does with the result says so, not the shape

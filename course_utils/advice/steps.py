@@ -62,13 +62,13 @@ class Steps:
         memory = levered_memory({s: p.memory for (n, s), p in programs.items() if n in (1, None)},
                                 {s: p.memory for (n, s), p in programs.items() if n == 2} or None, seq, self.depth,
                                 self.levers, self.kept, self._block_input(candidate),
-                                gradients_and_gathered(self.model, candidate), rows_split=candidate.mesh_shape[0])
+                                gradients_and_gathered(self.model, candidate), rows_split=candidate.batch_split)
         return replace(whole, memory=memory, recomputed=whole.flops / 3 if self.levers.remat else 0.0)
 
     def _block_input(self, candidate: Candidate) -> int:
         """Bytes of one block's input on a device: its rows of the batch, each of `seq` tokens of `hidden`."""
         itemsize = 2 if "16" in str(self.compute_dtype) else 4
-        return self.rows // candidate.mesh_shape[0] * self.seq * self.hidden * itemsize
+        return self.rows // candidate.batch_split * self.seq * self.hidden * itemsize
 
 
 def _own_step(target, model, candidate: Candidate, tokens) -> StepProgram:
@@ -92,7 +92,7 @@ def gradients_and_gathered(model, candidate: Candidate) -> int:
     distribution = candidate.distribution()
     gradients = max(row.gradients for row in planned_memory(model, distribution).rows)
     return gradients + gathered_weights(layout_rows(model, distribution, compare_arrays=False),
-                                        candidate.mesh_shape[0])
+                                        candidate.fsdp_split)
 
 
 def _tokens(rows: int, seq: int) -> tuple:

@@ -126,10 +126,10 @@ def read_tpu_step(model, layout_map, mesh_shape: tuple[int, int], batch, topolog
         batch: `(x, y)` as `jax.ShapeDtypeStruct`s, or the input's shape.
         topology: The slice, e.g. "v5e:2x4".
     """
-    from course_utils.advice.candidates import MESH_AXES
+    from course_utils.advice.candidates import axes_of
 
     version = getattr(_libtpu(), "__version__", "") or _installed_version()
-    return read_own_step(model, layout_map, tpu_mesh(mesh_shape, MESH_AXES, topology), batch, what="TPU",
+    return read_own_step(model, layout_map, tpu_mesh(mesh_shape, axes_of(mesh_shape), topology), batch, what="TPU",
                          source=f"the TPU's own program (libtpu {version}, slice {topology})")
 
 

@@ -27,6 +27,8 @@ def make_layout_map(mesh, rules: dict[str, tuple]):
     """
     from keras.distribution import LayoutMap
 
+    from course_utils.keras_internals import layout_over_axes
+
     require_mesh(mesh, "make_layout_map")
     layout_map = LayoutMap(mesh)
     for key, axes in rules.items():
@@ -35,7 +37,12 @@ def make_layout_map(mesh, rules: dict[str, tuple]):
                 f"The axes of rule {key!r} must be a tuple with one entry per dimension of the variable "
                 f"(a mesh axis name or None). Received: {axes!r} ({type(axes).__name__}). Write for example "
                 f"({axes!r},) to split the first dimension, or (None, {axes!r}) for a kernel's columns.")
-        layout_map[key] = tuple(axes)
+        axes = tuple(axes)
+        # an entry naming several mesh axes (one dimension split over ("replica", "batch")): Keras's TensorLayout
+        # refuses it, JAX's PartitionSpec takes it
+        several = any(isinstance(a, (tuple, list)) for a in axes)
+        layout_map[key] = layout_over_axes(tuple(tuple(a) if isinstance(a, list) else a for a in axes), mesh) \
+            if several else axes
     return layout_map
 
 

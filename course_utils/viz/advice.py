@@ -6,6 +6,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from course_utils.advice.advise import Advice
+from course_utils.advice.candidates import shape_name
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
 from course_utils.viz.palette import MEMORY_COLORS, NEUTRAL_COLOR
 
@@ -15,8 +16,9 @@ COMMUNICATION_COLOR = MEMORY_COLORS["gradients"]
 
 def draw_advice(advice: Advice, *, title: str | None = None) -> Figure:
     """One bar per candidate, in the advice's ranking, fastest at the top: its compute (milliseconds) and
-    the communication its compute does not hide, stacked; at its end, its GiB per device and memory verdict.
-    A candidate that cannot split the model gets no bar and says so.
+    the communication its compute does not hide, stacked; at its end, its GiB per device and memory verdict, and,
+    where the device set has links of more than one kind (several nodes, a TPU torus), the link each mesh axis
+    crosses. A candidate that cannot split the model gets no bar and says so.
 
     Args:
         advice: An `Advice` from `advise`.
@@ -32,6 +34,8 @@ def draw_advice(advice: Advice, *, title: str | None = None) -> Figure:
         fig.suptitle(wrap(title or advice.title, chars_across(MAX_WIDTH - 0.4, FONT)), fontsize=FONT)
         return fig
     longest = max((r.time.step for r in rows if r.time), default=1.0) * 1e3
+    links = {r.mesh_shape: advice.links(r.mesh_shape) for r in rows}
+    mixed = len({part.split(": ")[1] for text in links.values() for part in text.split(", ") if ": " in part}) > 1
     for i, row in enumerate(rows):
         if row.time is None:
             ax.text(0, i, f"  {row.verdict}: {wrap(row.problem, 80).splitlines()[0]}", va="center", fontsize=SMALL)
@@ -40,17 +44,23 @@ def draw_advice(advice: Advice, *, title: str | None = None) -> Figure:
         ax.barh(i, compute, color=COMPUTE_COLOR, label="compute" if i == 0 else None)
         ax.barh(i, exposed, left=compute, color=COMMUNICATION_COLOR, hatch="//", edgecolor="white",
                 label="communication the compute does not hide" if i == 0 else None)
-        ax.text(compute + exposed + 0.01 * longest, i, f"{row.memory_gib:.1f} GiB: {row.verdict}",
+        crossed = f"; {links[row.mesh_shape]}" if mixed else ""
+        ax.text(compute + exposed + 0.01 * longest, i, f"{row.memory_gib:.1f} GiB: {row.verdict}{crossed}",
                 va="center", fontsize=SMALL)
-    ax.set_yticks(range(len(rows)), [f"{k + 1}. {r.layout} {r.mesh_shape[0]} x {r.mesh_shape[1]}"
+    ax.set_yticks(range(len(rows)), [f"{k + 1}. {r.layout} {_shape(r.mesh_shape)}"
                                      for k, r in enumerate(rows)], fontsize=SMALL)
     ax.invert_yaxis()
-    ax.set_xlim(0, longest * 1.35)
+    ax.set_xlim(0, longest * (2.1 if mixed else 1.35))
     ax.set_xlabel(f"estimated milliseconds per step on {advice.devices.name} (not measured)", fontsize=SMALL)
     ax.tick_params(axis="x", labelsize=SMALL)
     fig.legend(loc="outside lower center", ncols=2, fontsize=SMALL)
     fig.suptitle(wrap(title or advice.title, chars_across(MAX_WIDTH - 0.4, FONT)), fontsize=FONT)
     return fig
+
+
+def _shape(mesh_shape) -> str:
+    """"8 x 1", or "2 x (4, 1)" for two replicas of a (4, 1) mesh (as the advice's table writes it)."""
+    return shape_name(mesh_shape) if len(mesh_shape) == 3 else " x ".join(str(n) for n in mesh_shape)
 
 
 def draw_roofline(points, *, crossover: float | None = None, title: str = "", x_label: str = "tokens per device"

@@ -256,3 +256,41 @@ def test_the_notes_say_which_link_each_mesh_axis_crosses(mlp):
            "NVLink 4 (NVSwitch), 4.5e+11 B/s" in line
     assert "(8, 1): batch over InfiniBand NDR (one 400 Gb/s ConnectX-7 per GPU), 4 per node, 2e+11 B/s" in line
     assert "The link each mesh axis crosses" in repr(advice)
+
+
+def test_on_two_nodes_hsdp_keeps_fsdp_gathers_inside_a_node_and_sends_only_gradient_sums_across(mlp):
+    from dataclasses import replace
+
+    from course_utils import device_set
+
+    two_nodes = replace(device_set("2x8xH100-80GB"), name="2x4xH100-80GB", devices=8, per_node=4)
+    advice = advise(_compiled(mlp(hidden=256)), devices=two_nodes, batch=64)
+    # every (batch, model) shape, then (replica, batch, model) = (2 nodes, b, m) with b > 1; data and tensor
+    # parallelism alone split nothing over "batch", so they are not repeated on three axes
+    assert {r.mesh_shape for r in advice if len(r.mesh_shape) == 3} == {(2, 4, 1), (2, 2, 2)}
+    assert {r.layout for r in advice if r.mesh_shape == (2, 4, 1)} == {"FSDP"}
+    hsdp, fsdp, dp = (advice.row("FSDP", (2, 4, 1)), advice.row("FSDP", (8, 1)),
+                      advice.row("data parallel", (8, 1)))
+    across = [t for t in hsdp.program.transfers if "replica" in t.axes]
+    assert across and all(t.kind in ("all-reduce", "reduce-scatter") and t.pass_ == "backward" for t in across)
+    assert {t.axes for t in hsdp.program.transfers if t.kind == "all-gather"} == {("batch",)}
+    # each node holds the weights split 4 ways (FSDP over 8 splits them 8 ways, data parallel not at all)
+    assert fsdp.program.memory.arguments < hsdp.program.memory.arguments < dp.program.memory.arguments
+    assert hsdp.time.step < fsdp.time.step  # its gathers on NVLink, not through the NICs
+    assert hsdp.tokens == 64 / 8
+    text = repr(advice)
+    assert "2 x (4, 1)" in text and "replica: InfiniBand, batch: NVLink" in text
+    assert "HSDP (2 x (4, 1), 2 x (2, 2)): 2 x (b, m) is 2 replicas of a (b, m) (batch, model) mesh" in text
+    one_node = advise(_compiled(mlp(hidden=256)), devices="8xH100-80GB", batch=64, mesh_shapes=None)
+    assert all(len(r.mesh_shape) == 2 for r in one_node)
+
+
+def test_a_three_axis_mesh_can_be_asked_for_and_a_batch_it_cannot_split_is_a_reason(mlp):
+    model = _compiled(mlp())
+    advice = advise(model, devices="8xH100-80GB", batch=4, mesh_shapes=[(2, 2, 2)])
+    assert {r.layout for r in advice} == {"FSDP + tensor parallel"}
+    with pytest.raises(ValueError, match=r"\(replica, batch, model\) shapes for HSDP, e.g. \(2, 4, 1\)"):
+        advise(model, devices="8xH100-80GB", batch=4, mesh_shapes=[(2, 2, 1)])
+    odd = advise(model, devices="8xH100-80GB", batch=6, mesh_shapes=[(2, 2, 2)])
+    assert odd.rows[0].verdict == "cannot split"
+    assert odd.rows[0].problem == "the batch of 6 does not split over 4 devices of the replica and batch axes"
