@@ -33,7 +33,8 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
 _EXPORTS = {
-    "course_utils.devices": ("DeviceSetup", "DeviceSetupError", "current_setup", "setup_devices"),
+    "course_utils.devices": ("DeviceSetup", "current_setup", "setup_devices"),
+    "course_utils.device_choice": ("DeviceSetupError",),
     "course_utils.mesh": ("describe_distribution", "describe_mesh", "make_mesh", "mesh_shapes"),
     "course_utils.placements": ("Block", "Placement", "placement", "planned_placement", "shard_of"),
     "course_utils.layouts.layout_map": ("LayoutReport", "explain_layout", "make_layout_map"),
@@ -76,7 +77,7 @@ _EXPORTS = {
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 # the modules and folders of the package, reachable as attributes (course_utils.models, course_utils.memory)
 _SUBMODULES = ("advice", "cache_folder", "checkpoint_problems", "checkpoints", "communication", "course", "devices",
-               "equivalence", "exercises", "guards",
+               "device_choice", "equivalence", "exercises", "guards",
                "hardware", "jax_internals", "keras_internals", "layout_axes", "layouts", "memory", "mesh", "models", "multiprocess",
                "pipeline", "placements", "program_cache", "sequence", "serving", "step_replay", "train", "viz", "widgets", "xla_settings")
 

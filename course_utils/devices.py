@@ -10,30 +10,18 @@ the kernel, instead of carrying on with fewer devices than asked for.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import warnings
 from dataclasses import dataclass
 
+from course_utils import device_choice
 from course_utils.xla_settings import XLA_FLAGS_FIX, XLA_FLAGS_RISK, XlaFlagsWarning, use_compilation_cache, xla_flags
-
-PLATFORMS = ("auto", "cpu", "gpu", "tpu")
-PLATFORM_ENV = "COURSE_PLATFORM"
 
 # Keras imports scikit-learn whenever it is installed, for its optional scikit-learn wrappers: 2 s of
 # every lesson's first cell, for code the course never runs (lesson 05 imports scikit-learn itself).
 UNUSED_BY_LESSONS = ("sklearn",)
 
-_RESTART_HINT = (
-    "Restart the kernel (Kernel > Restart Kernel in JupyterLab) and run the "
-    "first cell, the one that calls setup_devices, before any other cell."
-)
-
 _current: DeviceSetup | None = None
-
-
-class DeviceSetupError(RuntimeError):
-    """The devices the course asked for cannot be had in this process."""
 
 
 @dataclass(frozen=True)
@@ -102,22 +90,11 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
         ('cpu:0', 'cpu:1')
     """
     global _current
-    platform = _resolve_platform(platform)
-    n = _validate_count(n, platform)
-    _use_jax_backend_for_keras()
+    platform = device_choice.resolve_platform(platform)
+    n = device_choice.validate_count(n, platform)
+    device_choice.use_jax_backend_for_keras()
     import_keras_without(UNUSED_BY_LESSONS)
-
-    import jax
-
-    started = not _try_config(jax, "jax_num_cpu_devices", n)
-    if platform == "cpu" and not started:
-        _try_config(jax, "jax_platforms", "cpu")
-    chosen = _choose(jax, n, platform, started)
-    if chosen[0].platform == "cpu" and jax.default_backend() != "cpu":
-        # Fewer accelerators than asked: keep un-placed arrays on the CPU too.
-        jax.config.update("jax_default_device", chosen[0])
-    _check_keras_agrees(chosen)
-    is_cpu = chosen[0].platform == "cpu"
+    chosen = device_choice.start_jax(n, platform)
     cache = use_compilation_cache()
     flags = xla_flags()
     if flags:
@@ -126,7 +103,7 @@ def setup_devices(n: int = 8, *, platform: str = "auto") -> DeviceSetup:
     _current = DeviceSetup(
         devices=tuple(device_name(d) for d in chosen),
         platform=chosen[0].platform,
-        simulated=is_cpu and n > 1,
+        simulated=chosen[0].platform == "cpu" and n > 1,
         compilation_cache=str(cache) if cache else None,
     )
     return _current
@@ -195,111 +172,3 @@ def _default_device() -> str:
     if isinstance(default, str):  # a platform's name: its first device
         default = jax.devices(default)[0]
     return device_name(default or jax.devices()[0])
-
-
-# Simulated CPU devices share this machine's cores and memory; XLA starts each with its own resources,
-# so thousands take minutes and gigabytes to start (10,000: over 60 s and 3.4 GB, still starting).
-MAX_SIMULATED = 512
-
-
-def _validate_count(n, platform: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(
-            f"setup_devices needs a positive whole number of devices. "
-            f"Received: n={n!r}. Use for example setup_devices(8)."
-        )
-    if n > MAX_SIMULATED and platform in ("auto", "cpu"):
-        raise ValueError(
-            f"setup_devices simulates at most {MAX_SIMULATED} CPU devices: they share this machine's cores and "
-            f"memory, and thousands take minutes and gigabytes to start. Received: n={n}. The lessons use 8: "
-            f"setup_devices(8); on {n} real accelerators, setup_devices({n}, platform='gpu') or platform='tpu'."
-        )
-    return n
-
-
-def _resolve_platform(platform: str) -> str:
-    if platform == "auto":
-        platform = os.environ.get(PLATFORM_ENV, "auto").strip().lower() or "auto"
-        source = f"the environment variable {PLATFORM_ENV}"
-    else:
-        source = "platform"
-    if platform not in PLATFORMS:
-        raise ValueError(
-            f"Unknown platform. Received: {source}={platform!r}. "
-            f"Use one of {', '.join(repr(p) for p in PLATFORMS)}."
-        )
-    return platform
-
-
-def _use_jax_backend_for_keras() -> None:
-    os.environ.setdefault("KERAS_BACKEND", "jax")
-    keras = sys.modules.get("keras")
-    if keras is not None and keras.backend.backend() != "jax":
-        raise DeviceSetupError(
-            f"Keras was imported with the {keras.backend.backend()!r} backend, "
-            f"but this course needs 'jax'. {_RESTART_HINT}"
-        )
-
-
-def _try_config(jax, name: str, value) -> bool:
-    """Sets a JAX option; returns False when JAX's backends already started."""
-    try:
-        jax.config.update(name, value)
-    except RuntimeError:
-        return False
-    return True
-
-
-def _choose(jax, n: int, platform: str, started: bool) -> list:
-    if platform in ("gpu", "tpu"):
-        found = _devices_of(jax, platform)
-        if len(found) < n:
-            raise DeviceSetupError(
-                f"platform={platform!r} asks for {n} {platform.upper()} devices, "
-                f"but JAX finds {len(found)}. Use platform='cpu' (or 'auto') "
-                f"to simulate {n} devices on the CPU."
-            )
-        return found[:n]
-    if platform == "auto":
-        accelerators = [d for d in jax.devices() if d.platform != "cpu"]
-        if len(accelerators) >= n:
-            return accelerators[:n]
-    cpus = _devices_of(jax, "cpu")
-    if len(cpus) < n:
-        why = ("JAX had already started" if started
-               else "JAX would not create them")
-        raise DeviceSetupError(
-            f"Asked for {n} CPU devices, but only {len(cpus)} exist: {why} "
-            f"with {len(cpus)}. The course never goes on with fewer devices "
-            f"than asked for. {_RESTART_HINT}"
-        )
-    return cpus[:n]
-
-
-def _check_keras_agrees(chosen: list) -> None:
-    """Simulated devices: Keras's default device list (`DataParallel()`) must be the chosen one.
-
-    JAX cannot drop CPU devices once it started, and Keras's `DataParallel()`
-    with no mesh spreads over every device JAX lists. Asking for fewer would
-    leave meshes on `n` devices and Keras's defaults on all of them.
-    """
-    from keras import distribution
-
-    listed = distribution.list_devices()
-    if chosen[0].platform != "cpu" or not listed or not listed[0].startswith("cpu") or len(listed) == len(chosen):
-        return
-    n = len(chosen)
-    raise DeviceSetupError(
-        f"Asked for {n} devices, but JAX already started with {len(listed)} simulated CPU devices and cannot "
-        f"drop any: meshes would use {n} while Keras's DataParallel() and list_devices() still use all "
-        f"{len(listed)}. Received: n={n} after JAX started with {len(listed)}. Either go on with "
-        f"setup_devices({len(listed)}) (and pass devices=setup_devices({len(listed)}).devices[:{n}] where you want fewer), or "
-        f"restart the kernel and call setup_devices({n}) first."
-    )
-
-
-def _devices_of(jax, platform: str) -> list:
-    try:
-        return list(jax.devices(platform))
-    except RuntimeError:
-        return []

@@ -1,7 +1,7 @@
 """Exercise checkers for every lesson, registered by id ("01.1", "03.2", ...).
 
-Each lesson's checkers live in `lessonNN.py`; importing this package
-registers them all.
+Each lesson's checkers live in `lessonNN.py` (lesson 04's last two in
+`lesson04_derived.py`); importing this package registers every `lesson*` module.
 """
 
 import importlib

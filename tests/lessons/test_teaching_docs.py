@@ -143,8 +143,8 @@ def _lesson(deck: str) -> nbformat.NotebookNode:
 
 
 def _by_slide(notebook) -> list[list]:
-    """The cells of each slide of a lesson's deck, slide 1 first (as `render.deck_outline` counts them)."""
-    from course_utils.course.publish.render import slide_type
+    """The cells of each slide of a lesson's deck, slide 1 first (as `deck.deck_outline` counts them)."""
+    from course_utils.course.publish.deck import slide_type
 
     slides: list[list] = []
     for i, cell in enumerate(notebook.cells):
@@ -176,7 +176,7 @@ def _expand(text: str) -> set[str]:
 
 
 def test_the_fifty_minute_plan_names_real_slides_and_covers_decks_01_and_02():
-    from course_utils.course.publish.render import deck_outline
+    from course_utils.course.publish.deck import deck_outline
 
     outlines = {deck: deck_outline(_lesson(deck)) for deck in ("00", "01", "02", "03")}
     shown: dict[str, set[int]] = {"01": set(), "02": set()}
@@ -242,7 +242,7 @@ def _names(source: str) -> tuple[set[str], set[str]]:
 def test_no_slide_the_plan_shows_runs_a_name_only_a_skipped_slide_defines():
     """A slide shown in class may read only what the slides shown before it, or the lesson's set-up, defined:
     02 #16 once read `grad_fn` and `x_mesh` from two skipped slides."""
-    from course_utils.course.publish.render import HIDE_CODE, slide_type
+    from course_utils.course.publish.deck import HIDE_CODE, slide_type
 
     shown = {}
     for _, _, (show, _) in _fifty_minute_plan():
@@ -352,7 +352,7 @@ def test_the_demo_questions_answers_are_what_the_lesson_computes():
 
 
 def test_the_timing_table_gives_each_decks_slide_count():
-    from course_utils.course.publish.render import deck_slides
+    from course_utils.course.publish.deck import deck_slides
 
     text = (ROOT / "docs" / "TEACHING.md").read_text()
     table = dict(re.findall(r"^\| `(\d\d_\w+)` \| [^|]+\| (\d+) \|", text, re.M))
@@ -443,7 +443,7 @@ def _shown(rows) -> dict[str, set[int]]:
 
 def _name_problems(deck: str, shown: set[int]) -> list[str]:
     """Names a shown slide of `deck` reads that only a skipped slide defines."""
-    from course_utils.course.publish.render import HIDE_CODE, slide_type
+    from course_utils.course.publish.deck import HIDE_CODE, slide_type
 
     known, later, problems = set(), set(), []
     for number, cells in enumerate(_by_slide(_lesson(deck)), 1):
@@ -464,7 +464,7 @@ def test_every_slide_the_guide_names_is_a_slide_of_its_deck_with_that_title():
     """Anywhere in the guide, `**NN #n** (*title*)` names a slide of deck NN whose title starts so, and a range
     `**NN #a–#b**` lies in the deck (the outline test of tests/course/publish/test_decks.py holds `deck_outline`
     to the built decks)."""
-    from course_utils.course.publish.render import deck_outline
+    from course_utils.course.publish.deck import deck_outline
 
     ranges, singles = _slides(GUIDE.read_text())
     outlines = {deck: deck_outline(_lesson(deck)) for deck in {d for d, *_ in ranges + singles}}
@@ -485,7 +485,7 @@ def test_each_lessons_class_covers_its_deck_at_the_guides_pace(lesson):
     """Every slide of the deck is shown or skipped, once; the rows run from 0 to 50 without a gap and each
     row's slides fit its minutes at 2 minutes a slide and 3 an exercise; the first row shows the promise, the
     last one closes on a question its shown slides answer; the counts the plan states are the deck's."""
-    from course_utils.course.publish.render import deck_outline
+    from course_utils.course.publish.deck import deck_outline
 
     section, rows = _class(lesson)
     outline = deck_outline(_lesson(lesson))

@@ -59,7 +59,8 @@ def check_devices(n: int = 8, *, jax_probe: subprocess.Popen | None = None) -> t
     `jax_probe`: the fresh process of `check_jax_starts`, when `start_jax_probe` already started it.
     """
     from course_utils.xla_settings import XlaFlagsWarning
-    from course_utils.devices import DeviceSetupError, setup_devices
+    from course_utils.device_choice import DeviceSetupError
+    from course_utils.devices import setup_devices
     from course_utils.program_cache import CacheWarning
 
     stopped = check_jax_starts(probe=jax_probe)

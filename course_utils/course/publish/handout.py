@@ -110,8 +110,8 @@ def lessons_line(folder: str | os.PathLike) -> str:
     """The lessons' short titles in series order: "00 Start here · 01 Mesh grids · ..."."""
     import nbformat
 
-    from course_utils.course.publish.render import lesson_title
     from course_utils.course.lesson_parts import lessons
+    from course_utils.course.publish.pages import lesson_title
 
     titles = [lesson_title(nbformat.read(path, as_version=4)).split(":")[0].replace(" · ", " ", 1)
               for path in lessons(folder)]

@@ -1,16 +1,10 @@
 """Builds the course for reading and for lecturing: `python -m course_utils.course render`.
 
 Runs every lesson once, top to bottom, then writes from the same executed notebook a static
-HTML page (the rendered course) and a reveal.js deck for a projector and a clicker, side by
-side in one folder with an index in series order. Nothing they load comes from the network:
-reveal.js, its notes plugin, the theme and its fonts are copied beside them.
-
-The deck reads the lesson's own slide metadata (as RISE does) and a few cell tags:
-`deck-hide-code` shows a cell's output without its code (the code that only draws a figure),
-`deck-hide-output` shows the code without its output, and a cell's `deck_summary` metadata
-(markdown) stands in for its output on the deck: a long table summarised on the slide.
-Speaker notes are the cells of slide type "notes"; a `<details>` block in them, collapsed in
-the notebook, is open in the speaker view.
+HTML page (the rendered course, `pages`) and a reveal.js deck for a projector and a clicker
+(`deck`, which says which slide metadata and cell tags it reads), side by side in one folder
+with an index in series order. Nothing they load comes from the network: reveal.js, its notes
+plugin, the theme and its fonts are copied beside them.
 
     python -m course_utils.course render --out _build            # pages and decks
     python -m course_utils.course render --out _build --slides   # decks only
@@ -22,11 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import html
-import importlib.util
 import os
-import re
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -35,151 +25,8 @@ import nbformat
 
 from course_utils.course.checking.jupyter_kernels import stopped_like_ctrl_c
 from course_utils.course.checking.lesson_runs import CELL_TIMEOUT, Failed, IncompleteBuild, cell_seconds
-
-TEMPLATES = Path(__file__).parent / "templates"
-REVEAL_DIR = "reveal.js"
-THEME = "course"
-HIDE_CODE, HIDE_OUTPUT = "deck-hide-code", "deck-hide-output"
-SUMMARY = "deck_summary"
-_LESSON_LINK = re.compile(r"(?<![\w/.])(\d\d_\w+)\.ipynb\b")
-_FENCED = re.compile(r"^```.*?^```", re.S | re.M)
-
-
-def reveal_assets() -> Path:
-    """The folder holding reveal.js's `dist/` and `plugin/` (from the sphinx-revealjs wheel)."""
-    spec = importlib.util.find_spec("sphinx_revealjs")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(
-            "The slides need reveal.js's files, which come from the sphinx-revealjs package. "
-            "Run `make slides` (it installs them), or: pip install --no-deps sphinx-revealjs==3.2.1"
-        )
-    return Path(spec.submodule_search_locations[0]) / "_static" / "revealjs"
-
-
-def copy_reveal(out: Path) -> None:
-    """reveal.js's script, styles, fonts and notes plugin, plus the course theme, under `out`."""
-    source, target = reveal_assets(), out / REVEAL_DIR
-    shutil.copytree(source / "dist", target / "dist", dirs_exist_ok=True)
-    shutil.copytree(source / "plugin" / "notes", target / "plugin" / "notes", dirs_exist_ok=True)
-    shutil.copy(TEMPLATES / "course_slides" / f"{THEME}.css", target / "dist" / "theme" / f"{THEME}.css")
-
-
-def lesson_title(notebook) -> str:
-    """The lesson's first heading, without the leading '#'."""
-    for cell in notebook.cells:
-        if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
-            return cell.source.lstrip().splitlines()[0].lstrip("#").strip()
-    return "Untitled lesson"
-
-
-def link_lessons(notebook, suffix: str):
-    """A copy whose links to `NN_name.ipynb` point at the built `NN_name<suffix>` instead."""
-    linked = copy.deepcopy(notebook)
-    for cell in linked.cells:
-        if cell.cell_type == "markdown":
-            cell.source = _LESSON_LINK.sub(rf"\1{suffix}", cell.source)
-    return linked
-
-
-def slide_type(cell) -> str:
-    return cell.metadata.get("slideshow", {}).get("slide_type", "-")
-
-
-def deck_cells(notebook):
-    """A copy laid out for a clicker: sub-slides become slides, notes' `<details>` are open."""
-    deck = link_lessons(notebook, ".slides.html")
-    for cell in deck.cells:
-        if slide_type(cell) == "subslide":
-            cell.metadata.slideshow["slide_type"] = "slide"
-        if slide_type(cell) == "notes" and cell.cell_type == "markdown":
-            cell.source = cell.source.replace("<details>", "<details open>")
-        if SUMMARY in cell.metadata:
-            cell.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": cell.metadata[SUMMARY]})]
-    return deck
-
-
-def deck_slides(notebook) -> int:
-    """How many slides the lesson's deck has (the cells that start one; the title cell always does)."""
-    starts = sum(slide_type(c) in ("slide", "subslide") for c in notebook.cells[1:])
-    return 1 + starts if notebook.cells else 0
-
-
-def deck_outline(notebook) -> list[str]:
-    """Each slide's title, in deck order (slide 1 first): its first heading, else the start of its
-    first text, else the first line of the first code it shows, else "(code and output)". The teacher's
-    guide and the speaker notes name slides by these numbers and titles."""
-    titles: list[str | None] = []
-    texts: list[str | None] = []
-    codes: list[str | None] = []
-    for i, cell in enumerate(notebook.cells):
-        if i == 0 or slide_type(cell) in ("slide", "subslide"):
-            titles.append(None)
-            texts.append(None)
-            codes.append(None)
-        lines = [line.strip() for line in cell.source.splitlines() if line.strip()]
-        if slide_type(cell) in ("notes", "skip") or not lines:
-            continue
-        if cell.cell_type == "code":
-            if HIDE_CODE not in cell.metadata.get("tags", []):
-                codes[-1] = codes[-1] or lines[0]
-            continue
-        prose = [line for line in _FENCED.sub("", cell.source).splitlines() if line.strip()]  # a `#` in code is no heading
-        heading = next((line.lstrip("#").strip() for line in prose if re.match(r"#{1,6}\s", line)), None)
-        titles[-1] = titles[-1] or heading
-        texts[-1] = texts[-1] or " ".join(lines[0].split()[:6])
-    return [re.sub(r"[*`]", "", title or text or code or "(code and output)")
-            for title, text, code in zip(titles, texts, codes)]
-
-
-def write_page(notebook, path: Path) -> None:
-    from nbconvert import HTMLExporter
-
-    exporter = HTMLExporter(template_name="course_page", extra_template_basedirs=[str(TEMPLATES)])
-    body, _ = exporter.from_notebook_node(link_lessons(notebook, ".html"))
-    path.write_text(body, encoding="utf-8")
-
-
-def write_deck(notebook, path: Path) -> None:
-    from nbconvert import SlidesExporter
-    from traitlets.config import Config
-
-    config = Config()
-    config.TagRemovePreprocessor.enabled = True
-    config.TagRemovePreprocessor.remove_input_tags = {HIDE_CODE}
-    config.TagRemovePreprocessor.remove_all_outputs_tags = {HIDE_OUTPUT}
-    exporter = SlidesExporter(config=config, template_name="course_slides",
-                              extra_template_basedirs=[str(TEMPLATES)], reveal_url_prefix=REVEAL_DIR,
-                              reveal_theme=THEME, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(deck_cells(notebook))
-    path.write_text(body, encoding="utf-8")
-
-
-def write_index(entries: list[tuple], folder: Path, heading: str) -> Path:
-    """An index page linking every lesson in series order; entries are (title, page, deck) or
-    (title, page, deck, mark): a mark (a lesson that failed, or whose text its run contradicts)
-    is shown beside the lesson."""
-    def link(href, text):
-        return f'<a href="{html.escape(href)}">{html.escape(text)}</a>'
-
-    def item(title, page, deck, mark=""):
-        links = " · ".join(link(href, text) for href, text in ((page, title), (deck, "slides")) if href)
-        shown = links + ("" if page else f" ({html.escape(title)})")
-        return f"<li>{shown}" + (f' <strong class="mark">{html.escape(mark)}</strong>' if mark else "") + "</li>"
-
-    items = "\n".join(item(*entry) for entry in entries)
-    marked = sum(1 for entry in entries if len(entry) > 3 and entry[3])
-    warning = (f'<p class="mark">{marked} lesson{"s are" if marked != 1 else " is"} marked below: fix '
-               f"{'them' if marked != 1 else 'it'} before class.</p>" if marked else "")
-    index = folder / "index.html"
-    index.write_text(
-        f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(heading)}</title>"
-        "<style>body{font-family:sans-serif;max-width:46em;margin:3em auto;line-height:1.5}"
-        "li{margin:.4em 0}.mark{color:#b00020}</style></head><body>"
-        f"<h1>{html.escape(heading)}</h1><p>Every lesson was run top to bottom on 8 simulated CPU devices; "
-        f"the outputs and figures are those of that run.</p>{warning}<ol start=\"0\">{items}</ol></body></html>",
-        encoding="utf-8",
-    )
-    return index
+from course_utils.course.publish.deck import copy_reveal, deck_slides, write_deck
+from course_utils.course.publish.pages import lesson_title, write_index, write_page
 
 
 def publish(notebook, stem: str, out: Path, *, pages: bool = True, slides: bool = True):
@@ -242,27 +89,29 @@ def build(folder: str | os.PathLike, out: str | os.PathLike, *, pages: bool = Tr
     from course_utils.course.lesson_parts import lessons
 
     paths = [numbered_lesson(folder, lesson)] if lesson is not None else lessons(folder)
-    problems = []
-
-    def runs():
-        for run in execute_series(paths, timeout=timeout, keep_going=True):
-            if isinstance(run, Failed):
-                problems.append(str(run))
-                print(f"{run.path.name}: FAILED, not built: {run.why}", flush=True)
-            elif run.false_claims:
-                problems.extend(f"{run.path.name}: {verdict}" for verdict in run.false_claims)
-                print(f"{run.path.name}: ran in {run.seconds:.1f} s, but says what its run did not compute "
-                      f"(marked)", flush=True)
-            else:
-                print(f"{run.path.name}: ran in {run.seconds:.1f} s", flush=True)
-            yield run
-
-    index = build_from_runs(runs(), out, pages=pages, slides=slides, index=lesson is None)
+    problems: list[str] = []
+    runs = _reported(execute_series(paths, timeout=timeout, keep_going=True), problems)
+    index = build_from_runs(runs, out, pages=pages, slides=slides, index=lesson is None)
     if lesson is not None:
         index = Path(out) / f"{paths[0].stem}{'.slides' if slides else ''}.html"
     if problems:
         raise IncompleteBuild(index, problems)
     return index
+
+
+def _reported(runs, problems: list[str]):
+    """The runs as they come, each reported on one line; a failed or contradicted lesson also added to `problems`."""
+    for run in runs:
+        if isinstance(run, Failed):
+            problems.append(str(run))
+            print(f"{run.path.name}: FAILED, not built: {run.why}", flush=True)
+        elif run.false_claims:
+            problems.extend(f"{run.path.name}: {verdict}" for verdict in run.false_claims)
+            print(f"{run.path.name}: ran in {run.seconds:.1f} s, but says what its run did not compute "
+                  f"(marked)", flush=True)
+        else:
+            print(f"{run.path.name}: ran in {run.seconds:.1f} s", flush=True)
+        yield run
 
 
 def marked(run) -> tuple:

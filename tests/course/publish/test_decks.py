@@ -297,7 +297,7 @@ def test_the_outline_the_guide_cites_is_the_decks(walks):
     """`deck_outline` (the slide numbers and titles docs/TEACHING.md names) matches each built deck."""
     import nbformat
 
-    from course_utils.course.publish.render import deck_outline
+    from course_utils.course.publish.deck import deck_outline
 
     for name in lessons(ROOT / "notebooks"):
         outline = deck_outline(nbformat.read(name, as_version=4))
@@ -309,7 +309,7 @@ def test_the_outline_the_guide_cites_is_the_decks(walks):
 
 def notes_by_slide(notebook) -> list[tuple[int, str]]:
     """(slide number, source) of every speaker-notes cell of a lesson, in deck order."""
-    from course_utils.course.publish.render import slide_type
+    from course_utils.course.publish.deck import slide_type
 
     notes, number = [], 0
     for i, cell in enumerate(notebook.cells):
@@ -326,7 +326,7 @@ def test_notes_name_the_slides_they_send_you_to_by_number_and_title(walks):
     wrong silently when a slide is added, as 03's "two slides back" did for a table seven slides back."""
     import nbformat
 
-    from course_utils.course.publish.render import deck_outline
+    from course_utils.course.publish.deck import deck_outline
 
     problems, named = {}, 0
     for path in lessons(ROOT / "notebooks"):

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils.course.publish import render
+from course_utils.course.publish import deck, pages, render
 from course_utils.course.lesson_parts import lessons
 
 pytestmark = pytest.mark.processes  # starts processes or kernels: left out of the fast lane (pytest --fast)
@@ -99,15 +99,15 @@ def test_a_deck_is_laid_out_for_a_clicker():
                                   outputs=[nbformat.v4.new_output("stream", text="a\nb\nc\n")]),
         nbformat.v4.new_markdown_cell("**Next:** [10 · More](10_more.ipynb), not [x](x/10_more.ipynb)"),
     ])
-    deck = render.deck_cells(notebook)
-    assert [render.slide_type(c) for c in deck.cells] == ["slide", "slide", "notes", "-", "-"]
-    assert render.deck_slides(notebook) == 2
-    assert "<details open>" in deck.cells[2].source
-    assert deck.cells[3].outputs[0]["data"] == {"text/markdown": "**3 rows**, all split"}
-    assert "(10_more.slides.html)" in deck.cells[4].source and "(x/10_more.ipynb)" in deck.cells[4].source
-    assert render.slide_type(notebook.cells[1]) == "subslide"  # the lesson itself is left as it was
+    laid_out = deck.deck_cells(notebook)
+    assert [deck.slide_type(c) for c in laid_out.cells] == ["slide", "slide", "notes", "-", "-"]
+    assert deck.deck_slides(notebook) == 2
+    assert "<details open>" in laid_out.cells[2].source
+    assert laid_out.cells[3].outputs[0]["data"] == {"text/markdown": "**3 rows**, all split"}
+    assert "(10_more.slides.html)" in laid_out.cells[4].source and "(x/10_more.ipynb)" in laid_out.cells[4].source
+    assert deck.slide_type(notebook.cells[1]) == "subslide"  # the lesson itself is left as it was
     assert notebook.cells[3].outputs[0]["text"] == "a\nb\nc\n"
-    page = render.link_lessons(notebook, ".html")
+    page = pages.link_lessons(notebook, ".html")
     assert "(10_more.html)" in page.cells[4].source
 
 
@@ -120,7 +120,7 @@ def test_the_outline_names_each_slide_as_a_speaker_cites_it():
         nbformat.v4.new_code_cell("hidden()", metadata={**slide, "tags": ["deck-hide-code"]}),
         nbformat.v4.new_markdown_cell("Notes only", metadata={"slideshow": {"slide_type": "notes"}}),
     ])
-    assert render.deck_outline(notebook) == ["06 · A lesson", "The script:", "draw_mesh(mesh)  # the figure",
+    assert deck.deck_outline(notebook) == ["06 · A lesson", "The script:", "draw_mesh(mesh)  # the figure",
                                               "(code and output)"]
 
 
