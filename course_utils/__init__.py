@@ -41,6 +41,7 @@ _EXPORTS = {
     "course_utils.layouts.checks": ("check_layout_map",),
     "course_utils.layouts.derive": ("DerivedLayout", "derive_layout_map"),
     "course_utils.layouts.hybrid": ("hybrid_parallel", "over_replicas"),
+    "course_utils.layouts.zero": ("split_optimizer_state", "zero_parallel"),
     "course_utils.layouts.problems": ("LayoutMapError", "Problem"),
     "course_utils.memory.state": ("MemoryReport", "memory_report", "planned_memory"),
     "course_utils.memory.presets": ("PRESETS", "abstract_model", "training_memory", "without_axis"),

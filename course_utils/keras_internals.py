@@ -32,6 +32,8 @@ ATTRIBUTES = (
     ("keras.src.backend.common.global_state", "get_global_attribute"),
     ("keras.src.backend.common.global_state", "set_global_attribute"),
     ("keras.distribution.TensorLayout", "_validate_axes"),
+    ("keras.Variable", "_layout"),
+    ("keras.Variable", "_direct_assign"),
 )
 
 
@@ -191,6 +193,13 @@ def layout_over_axes(axes, device_mesh):
     return LayoutOverAxes(axes, device_mesh)
 
 
+def relayout(variable, layout) -> None:
+    """Lays a built variable out anew by `layout` (a `TensorLayout`), its value moved there: Keras sets a variable's
+    layout when it is created, and `fit`'s step keeps each variable as its value is laid out."""
+    variable._layout = layout
+    variable._direct_assign(variable.value)
+
+
 def missing() -> list[str]:
     """What this Keras no longer offers: attributes as "owner.attribute", broken behaviours by `BEHAVIOURS`.
 
@@ -209,6 +218,7 @@ def missing() -> list[str]:
             layout_map=keras.distribution.LayoutMap(mesh), batch_dim_name="model"),
         "keras.src.backend.common.global_state": importlib.import_module("keras.src.backend.common.global_state"),
         "keras.distribution.TensorLayout": keras.distribution.TensorLayout((None,)),
+        "keras.Variable": model.layers[0].kernel,
     }
     gone = [f"{owner}.{name}" for owner, name in ATTRIBUTES if not hasattr(owners[owner], name)]
     probes = (_deferred_stays_unallocated, _name_scope_is_seen, _steps_are_kept_and_repeatable)

@@ -11,16 +11,19 @@ For a keras-hub backbone (axes "batch" and "model", as its `get_layout_map` name
 - "corrected map", where `check_layout_map` finds rules that contradict each other (keras-hub #2827):
   the official map with the fix it writes;
 - "experts over model" (m > 1), for a mixture of experts whose map leaves the experts whole.
+- "ZeRO-2" on (n, 1): every weight whole, Adam's state split over the batch axis (`layouts.zero`): each device sums
+  its slice of the gradients, updates its slice and gathers the weights again.
 For any other Keras model, maps derived from its graph (`layouts.derive.derive_layout_map`): on (n, 1) "data
-parallel" and "FSDP"; with a model axis, "tensor parallel" (Megatron's pairs, the rest whole) and, with a batch
-axis too, "FSDP + tensor parallel". A keras-hub backbone also gets its derived "FSDP" on (n, 1) and its "derived
+parallel", "ZeRO-2" and "FSDP"; with a model axis, "tensor parallel" (Megatron's pairs, the rest whole) and,
+with a batch axis too, "FSDP + tensor parallel". A keras-hub backbone also gets its derived "FSDP" on (n, 1) and its "derived
 map" wherever it has a model axis.
 `layouts=` adds your own maps, each tried on every shape.
 
 On several nodes, meshes of three axes too, (replica, batch, model) = (nodes, b, m): HSDP, each layout above that
 splits weights over "batch" split so inside a node and whole on every node, the batch split over replica x batch
 (`layouts.hybrid`); written "2 x (4, 1)": two replicas of a (4, 1) mesh. Data parallel and tensor parallel alone
-split nothing over "batch": on three axes they are the two-axis candidates again, and are not repeated.
+split nothing over "batch": on three axes they are the two-axis candidates again, and are not repeated (nor is
+ZeRO-2).
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from dataclasses import dataclass
 
 from course_utils.layouts.derive import derive_layout_map
 from course_utils.layouts.hybrid import REPLICA_AXIS, hybrid_parallel, over_replicas
+from course_utils.layouts.zero import zero_parallel
 
 MESH_AXES = ("batch", "model")
+ZERO = "ZeRO-2"  # data parallel with the optimizer's state split over the batch axis (layouts.zero)
 HYBRID_AXES = (REPLICA_AXIS, *MESH_AXES)  # HSDP: the batch over replica x batch, weights split within a replica
 # the names of the advisor's own layouts: `layouts=` may not take them
 BUILT_IN = ("data parallel", "official map", "official, batch kept split", "tensor parallel", "corrected map",
-            "experts over model", "derived map", "FSDP", "FSDP + tensor parallel")
+            "experts over model", "derived map", "FSDP", "FSDP + tensor parallel", ZERO)
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,11 @@ class Candidate:
         return axes_of(self.mesh_shape)
 
     @property
+    def zero(self) -> bool:
+        """Whether the optimizer's state is split over the batch axis (ZeRO-2), the weights whole."""
+        return self.layout == ZERO
+
+    @property
     def batch_split(self) -> int:
         """Devices the batch is split over: all but the model axis's."""
         return batch_split(self.mesh_shape)
@@ -66,6 +76,8 @@ class Candidate:
 
         if len(self.mesh_shape) == 3:
             return hybrid_parallel(self.layout_map, HYBRID_AXES[:2])
+        if self.zero:
+            return zero_parallel(self.layout_map, MESH_AXES[0])
         return distribution.ModelParallel(layout_map=self.layout_map, batch_dim_name=MESH_AXES[0])
 
 
@@ -135,7 +147,8 @@ def _backbone_maps(backbone, mesh) -> dict:
 
     batch, width = mesh.shape
     official = type(backbone).get_layout_map(mesh)
-    maps = {"data parallel": distribution.LayoutMap(mesh) if width == 1 else None, "official map": official,
+    maps = {"data parallel": distribution.LayoutMap(mesh) if width == 1 else None,
+            ZERO: distribution.LayoutMap(mesh) if width == 1 and batch > 1 else None, "official map": official,
             "official, batch kept split": _kept_split(backbone, official),
             # lesson 11's layer-output rule: every block's output split along the sequence over "model"
             "official, sequence split": _kept_split(backbone, official, sequence=True) if width > 1 else None,
@@ -177,6 +190,7 @@ def _generic_maps(model, mesh) -> dict:
     batch, width = mesh.shape
     if width == 1:
         return {"data parallel": distribution.LayoutMap(mesh),
+                ZERO: distribution.LayoutMap(mesh) if batch > 1 else None,
                 "FSDP": derive_layout_map(model, mesh, tensor_parallel=False).layout_map}
     maps = {"tensor parallel": derive_layout_map(model, mesh, fsdp=False).layout_map}
     if batch > 1:

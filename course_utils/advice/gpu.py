@@ -90,7 +90,7 @@ def gpu_mesh(mesh_shape: tuple[int, ...], axis_names: tuple[str, ...], devices):
     return distribution.DeviceMesh(tuple(mesh_shape), tuple(axis_names), devices=grid)
 
 
-def read_gpu_step(model, layout_map, mesh_shape: tuple[int, ...], batch, devices) -> StepProgram:
+def read_gpu_step(model, layout_map, mesh_shape: tuple[int, ...], batch, devices, *, zero: bool = False) -> StepProgram:
     """One training step of `model` compiled by XLA's GPU compiler for the `DeviceSet` `devices`, with
     `layout_map`'s rules on a mesh of its GPUs, and read (`own_program.read_own_step`; shape-only, nothing runs)."""
     from course_utils.advice.candidates import axes_of
@@ -98,5 +98,6 @@ def read_gpu_step(model, layout_map, mesh_shape: tuple[int, ...], batch, devices
     if math.prod(mesh_shape) != devices.devices:
         raise ValueError(f"{devices.name} has {devices.devices} GPUs. Received: mesh_shape={tuple(mesh_shape)}.")
     return read_own_step(model, layout_map, gpu_mesh(mesh_shape, axes_of(mesh_shape), devices), batch, what="GPU",
+                         zero=zero,
                          source=f"the GPU's own program (XLA's GPU compiler, {PLUGIN[0]}, for {devices.name}; not "
                                 f"autotuned, attention as keras-hub writes it)")

@@ -19,6 +19,7 @@ from course_utils.communication.traffic import ring_sent_bytes
 from course_utils.communication.train_step import compile_train_step, training_batch
 from course_utils.layouts.hybrid import hybrid_parallel
 from course_utils.layouts.layout_map import make_layout_map
+from course_utils.layouts.zero import zero_parallel
 from course_utils.memory.compiled import memory_of
 
 
@@ -26,7 +27,7 @@ class OwnProgramOutOfMemory(ValueError):
     """The accelerator's compiler refused the step: its buffers need more than the device's memory."""
 
 
-def read_own_step(model, layout_map, mesh, batch, *, source: str, what: str) -> StepProgram:
+def read_own_step(model, layout_map, mesh, batch, *, source: str, what: str, zero: bool = False) -> StepProgram:
     """One training step of `model` with `layout_map`'s rules moved onto `mesh` (a `DeviceMesh` of compile-only
     devices), compiled by the accelerator's own compiler and read.
 
@@ -37,6 +38,7 @@ def read_own_step(model, layout_map, mesh, batch, *, source: str, what: str) -> 
         batch: `(x, y)` as `jax.ShapeDtypeStruct`s, or the input's shape.
         source: How the program is named on its rows ("the TPU's own program (libtpu 0.0.42, slice v5e:2x4)").
         what: The accelerator, in words ("TPU", "GPU"), for messages.
+        zero: The optimizer's state split over the batch axis (ZeRO-2, `layouts.zero`).
     """
     from keras import distribution
 
@@ -44,7 +46,7 @@ def read_own_step(model, layout_map, mesh, batch, *, source: str, what: str) -> 
     rules = {key: tuple(layout.axes) for key, layout in layout_map.items()}
     moved = make_layout_map(mesh, rules)
     # on (replica, batch, model) the batch over the first two (HSDP), as the candidate's own distribution
-    on_devices = hybrid_parallel(moved, axes[:-1]) if len(axes) == 3 else \
+    on_devices = hybrid_parallel(moved, axes[:-1]) if len(axes) == 3 else zero_parallel(moved, axes[0]) if zero else \
         distribution.ModelParallel(layout_map=moved, batch_dim_name=axes[0])
     try:
         with not_cached():

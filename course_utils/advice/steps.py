@@ -76,10 +76,10 @@ def _own_step(target, model, candidate: Candidate, tokens) -> StepProgram:
     if kind == "tpu":
         from course_utils.advice.tpu import read_tpu_step
 
-        return read_tpu_step(model, candidate.layout_map, candidate.mesh_shape, tokens, where)
+        return read_tpu_step(model, candidate.layout_map, candidate.mesh_shape, tokens, where, zero=candidate.zero)
     from course_utils.advice.gpu import read_gpu_step
 
-    return read_gpu_step(model, candidate.layout_map, candidate.mesh_shape, tokens, where)
+    return read_gpu_step(model, candidate.layout_map, candidate.mesh_shape, tokens, where, zero=candidate.zero)
 
 
 def gradients_and_gathered(model, candidate: Candidate) -> int:

@@ -114,7 +114,8 @@ def tpu_mesh(mesh_shape: tuple[int, ...], axis_names: tuple[str, ...], topology:
     return distribution.DeviceMesh(tuple(mesh_shape), tuple(axis_names), devices=devices)
 
 
-def read_tpu_step(model, layout_map, mesh_shape: tuple[int, int], batch, topology: str) -> StepProgram:
+def read_tpu_step(model, layout_map, mesh_shape: tuple[int, ...], batch, topology: str, *,
+                  zero: bool = False) -> StepProgram:
     """One training step of `model` compiled by libtpu for the slice `topology`, with `layout_map`'s rules on
     a mesh of its devices, and read (`own_program.read_own_step`): the TPU's memory and collectives (shape-only;
     nothing runs).
@@ -130,6 +131,7 @@ def read_tpu_step(model, layout_map, mesh_shape: tuple[int, int], batch, topolog
 
     version = getattr(_libtpu(), "__version__", "") or _installed_version()
     return read_own_step(model, layout_map, tpu_mesh(mesh_shape, axes_of(mesh_shape), topology), batch, what="TPU",
+                         zero=zero,
                          source=f"the TPU's own program (libtpu {version}, slice {topology})")
 
 

@@ -117,7 +117,8 @@ def compile_train_step(model, distribution, batch, *, options: dict | None = REA
 def step_state(model, distribution) -> tuple:
     """The state Keras's step takes (trainable, non-trainable, optimizer and metrics variables) as
     `jax.ShapeDtypeStruct`s laid out by `distribution`, as `fit` lays them out: each weight by Keras's own
-    lookup, each optimizer slot as its weight (`layouts.layout_map.layout_rows`' rule), read from shapes."""
+    lookup, each optimizer slot as its weight (`layouts.layout_map.layout_rows`' rule) or, under ZeRO
+    (`layouts.zero.zero_parallel`), split as its `state_layout` says, read from shapes."""
     import jax
 
     optimizer = model.optimizer
@@ -126,6 +127,8 @@ def step_state(model, distribution) -> tuple:
 
     def spec(variable, owner=None):
         layout = layout_for(distribution, owner if owner is not None else variable)
+        if owner is not None and hasattr(distribution, "state_layout"):  # ZeRO: the state split, not the weight
+            layout = distribution.state_layout(layout, tuple(variable.shape))
         return jax.ShapeDtypeStruct(tuple(variable.shape), jax.dtypes.canonicalize_dtype(variable.dtype),
                                     sharding=layout.backend_layout)
 

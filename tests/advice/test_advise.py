@@ -95,10 +95,14 @@ def test_a_plain_keras_model_gets_data_parallel_fsdp_and_its_derived_tensor_para
     model = _compiled(mlp())
     advice = advise(model, devices="8xH100-80GB", batch=64)
     assert {(r.layout, r.mesh_shape) for r in advice} == {
-        ("data parallel", (8, 1)), ("FSDP", (8, 1)), ("tensor parallel", (4, 2)), ("FSDP + tensor parallel", (4, 2)),
+        ("data parallel", (8, 1)), ("ZeRO-2", (8, 1)), ("FSDP", (8, 1)), ("tensor parallel", (4, 2)),
+        ("FSDP + tensor parallel", (4, 2)),
         ("tensor parallel", (2, 4)), ("FSDP + tensor parallel", (2, 4)), ("tensor parallel", (1, 8))}
     dp, fsdp = advice.row("data parallel", (8, 1)), advice.row("FSDP", (8, 1))
     assert fsdp.program.memory.arguments < dp.program.memory.arguments  # the weights and slots split 8 ways
+    zero = advice.row("ZeRO-2", (8, 1))  # Adam's state split, the weights whole: between the two, and no more bytes
+    assert fsdp.program.memory.arguments < zero.program.memory.arguments < dp.program.memory.arguments
+    assert zero.program.sent() == pytest.approx(dp.program.sent(), rel=0.01)
     tp = advice.row("tensor parallel", (1, 8))
     assert tp.program.memory.arguments < dp.program.memory.arguments
     assert any(t.kind == "all-reduce" and t.axes == ("model",) and t.pass_ == "forward" for t in tp.program.transfers)
