@@ -23,8 +23,6 @@ from course_utils.advice.steps import Steps
 from course_utils.hardware import device_set
 from course_utils.memory.fit import CANNOT, NO, POLICIES, cannot_split  # will_it_fit's words
 
-__all__ = ["Advice", "AdviceRow", "advise"]
-
 
 def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "mixed_bfloat16",
            layouts: dict | None = None, mesh_shapes=None, efficiency: float = 1.0, program: str = "cpu",

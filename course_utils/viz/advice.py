@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from course_utils.advice.advise import Advice
+from course_utils.advice.ranking import Advice
 from course_utils.advice.candidates import shape_name
 from course_utils.viz.figures import FONT, MAX_WIDTH, SMALL, chars_across, wrap
 from course_utils.viz.palette import MEMORY_COLORS, NEUTRAL_COLOR

@@ -27,7 +27,7 @@ def test_every_layout_that_applies_is_a_candidate_on_each_shape(llama_advice):
     assert found == {("official map", (2, 4)), ("official, batch kept split", (2, 4)), ("tensor parallel", (2, 4)),
                      ("official, sequence split", (2, 4)),
                      ("corrected map", (2, 4)), ("derived map", (2, 4)), ("data parallel", (8, 1)),
-                     ("official map", (8, 1)), ("official, batch kept split", (8, 1)), ("FSDP", (8, 1))}
+                     ("ZeRO-2", (8, 1)), ("official map", (8, 1)), ("official, batch kept split", (8, 1)), ("FSDP", (8, 1))}
     assert all(r.verdict == "fits" and r.program.flops > 0 and r.program.memory.peak > 0 for r in llama_advice)
 
 
@@ -166,7 +166,7 @@ def test_a_model_that_is_not_built_or_raises_on_its_own_is_named_as_such(mlp):
 
 
 def test_no_candidate_says_why_instead_of_an_empty_table():
-    from course_utils.advice.advise import Advice
+    from course_utils.advice.ranking import Advice
     from course_utils.hardware import device_set
 
     empty = Advice([], devices=device_set("8xH100-80GB"), title="t", efficiency=1.0,

@@ -3,7 +3,7 @@
 from matplotlib.figure import Figure
 
 from course_utils import draw_advice, draw_roofline
-from course_utils.advice.advise import Advice, AdviceRow
+from course_utils.advice.ranking import Advice, AdviceRow
 from course_utils.advice.estimate import StepTime
 from course_utils.advice.program import StepProgram
 from course_utils.hardware import device_set
