@@ -69,9 +69,12 @@ test: $(BIN)/.test-installed $(BIN)/.slides-installed
 	$(BIN)/python -m pytest --durations=25
 
 # The fast lane, for a change to the library or an exercise checker: no lesson runs, no Binder
-# environment, no browser. `make test` still runs everything.
+# environment, no browser. `make test` still runs everything. Its tests compile on one core each,
+# so two pytest processes (pytest-xdist) share them out, a test module at a time (its module-scoped
+# fixtures are built once); TEST_WORKERS=1 runs them in this process, one after another.
+TEST_WORKERS ?= 2
 test-fast: $(BIN)/.test-installed
-	$(BIN)/python -m pytest --fast -q --durations=10
+	$(BIN)/python -m pytest --fast -q --durations=10 $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m course_utils.course bench lessons notebooks

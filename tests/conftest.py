@@ -242,6 +242,18 @@ class LessonRuns:
         return execute(path, solutions=solved, extra_cells=(VERDICTS_CELL,), kernel=kernel, env=env)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Keras numbers its unnamed layers and optimizers per process (`dense_3`); each test, and each fixture
+    made for it, starts the numbering anew, so its models get the same names whichever tests ran before it
+    in this process (`-k`, a test added, the fast lane's two processes). The compilation cache keys a
+    program by those names too (`xla_settings.use_compilation_cache`): a name shifted by another test
+    would compile it again."""
+    from keras.src.utils.naming import reset_uids
+
+    reset_uids()
+
+
 def pytest_generate_tests(metafunc):
     """A test that takes `older_isa` runs once per instruction set between the lesson runs' two (`OLDER_ISAS`)."""
     if "older_isa" in metafunc.fixturenames:

@@ -16,10 +16,18 @@ LLAMA = dict(vocabulary_size=512, num_layers=2, num_query_heads=8, num_key_value
              intermediate_dim=256)
 
 
+LLAMA_ASKED = dict(devices="8xH100-80GB", batch=16, seq=32)
+
+
 @pytest.fixture(scope="module")
-def llama_advice():
+def llama_and_advice():
     llama = abstract_model(keras_hub.models.LlamaBackbone, LLAMA)
-    return advise(llama, devices="8xH100-80GB", batch=16, seq=32, mesh_shapes=[(2, 4), (8, 1)])
+    return llama, advise(llama, **LLAMA_ASKED, mesh_shapes=[(2, 4), (8, 1)])
+
+
+@pytest.fixture(scope="module")
+def llama_advice(llama_and_advice):
+    return llama_and_advice[1]
 
 
 def test_every_layout_that_applies_is_a_candidate_on_each_shape(llama_advice):
@@ -199,17 +207,16 @@ def test_a_layout_that_cannot_split_a_weight_says_which_in_words():
     assert verdicts[0] == "fits" and verdicts.index("cannot split") == verdicts.count("fits") and verdicts[-1] == "cannot split"
 
 
-def test_advising_twice_compiles_nothing_again(monkeypatch):
+def test_advising_twice_compiles_nothing_again(llama_and_advice, monkeypatch):
     from course_utils.program_cache import installed
 
     cache = installed()
     if cache is None:
         pytest.skip("the compilation cache is off")
-    llama = abstract_model(keras_hub.models.LlamaBackbone, LLAMA)
-    advise(llama, devices="8xH100-80GB", batch=8, seq=16, mesh_shapes=[(2, 4)])
+    llama, _ = llama_and_advice  # advised once already, on (2, 4) and (8, 1)
     written = []
     monkeypatch.setattr(cache, "put", lambda key, value, put=cache.put: (written.append(key), put(key, value)))
-    again = advise(llama, devices="8xH100-80GB", batch=8, seq=16, mesh_shapes=[(2, 4)])
+    again = advise(llama, **LLAMA_ASKED, mesh_shapes=[(2, 4)])
     # the second build numbers Keras's unnamed layers anew (llama_rotary_embedding_1): its programs are the first's
     assert again.rows and [key for key in written if key.startswith("jit_train_step")] == []
 
