@@ -14,6 +14,7 @@ from dataclasses import replace
 from course_utils.advice.candidates import Candidate
 from course_utils.advice.levers import Levers, levered_memory, seq_points
 from course_utils.advice.program import FsdpRun, StepProgram, extended, read_step
+from course_utils.advice.step_cache import read_kept
 
 
 class Steps:
@@ -48,7 +49,8 @@ class Steps:
         the levers pulled."""
         programs = {}
         for (n, s), (model, tokens) in self.steps.items():
-            program = read_step(model, candidate.distribution(), tokens, fsdp=self.fsdp)
+            program = read_kept(model, candidate, tokens, self.fsdp,
+                                lambda: read_step(model, candidate.distribution(), tokens, fsdp=self.fsdp))
             if target:
                 own = _own_step(target, model, candidate, tokens)
                 program = replace(own, flops=program.flops)

@@ -15,6 +15,7 @@ returns that way. JAX decides who feeds whom, not a guess from layer names.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from course_utils.keras_internals import all_layers
@@ -121,14 +122,30 @@ def _is_conv(layer) -> bool:
         not isinstance(layer, (keras.layers.Conv1DTranspose, keras.layers.Conv2DTranspose))
 
 
+_TRACED = weakref.WeakKeyDictionary()  # model -> (its variables' paths and shapes, its WeightFlow)
+
+
 def weight_flow(model, inputs=None) -> WeightFlow:
     """The model's projections and who feeds whom, from one abstract trace of `model(x)`.
+
+    Traced once per model and set of variables on its own inputs (the advisor derives a map for every mesh shape
+    of one model: the graph is the same).
 
     Args:
         model: A built Keras model.
         inputs: What the model takes, as arrays or `jax.ShapeDtypeStruct`s; by default its symbolic inputs (a
             subclassed model without them needs `inputs`).
     """
+    if inputs is not None:
+        return _traced_flow(model, inputs)
+    state = tuple((v.path, tuple(v.shape), str(v.dtype)) for v in model.variables)
+    kept = _TRACED.get(model)
+    if kept is None or kept[0] != state:
+        kept = _TRACED[model] = (state, _traced_flow(model, None))
+    return kept[1]
+
+
+def _traced_flow(model, inputs) -> WeightFlow:
     import jax
     from keras import StatelessScope
 
