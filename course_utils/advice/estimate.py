@@ -63,9 +63,10 @@ class StepTime:
     @property
     def bound(self) -> str:
         """"communication" when the collectives of the forward or the backward pass take longer than its
-        compute (the book's T_comms > T_math, pass by pass), else "compute"."""
+        compute (the book's T_comms > T_math, pass by pass), or when the step waits on collectives no pass hides
+        (the optimizer's: ZeRO's gathers of the updated weights) longer than it computes; else "compute"."""
         late = any(self.communication.get(p, 0.0) > self.compute[p] for p in COMPUTE_SHARE)
-        return "communication" if late else "compute"
+        return "communication" if late or self.exposed > self.compute_total else "compute"
 
 
 def step_time(program: StepProgram, devices: DeviceSet, mesh_shape: tuple[int, ...], axis_names: tuple[str, ...],

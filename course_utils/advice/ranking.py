@@ -164,7 +164,8 @@ class Advice(Table):
         lines = [f"Estimates for {d.name} ({d.chip}: {peak}, {d.memory_bytes / GIB:.1f} GiB, {links}), not "
                  f"measurements: compute = FLOPs / peak; each collective = its ring bytes / the link its axis crosses "
                  f"+ its ring's hops x the link's latency; "
-                 f"within a pass the two overlap. bound by: which is longer in the forward or backward pass."]
+                 f"within a pass the two overlap. bound by: which is longer in the forward or backward pass, or over "
+                 f"the step where collectives no pass hides (the optimizer's) wait longer than it computes."]
         if self.program != "cpu":
             source = next((r.program.source for r in self.rows if r.program), f"the {self.program.upper()}'s own")
             lines.append(f"From {source}, compiled per candidate (shape-only): memory at the step's peak and the "

@@ -94,3 +94,13 @@ def test_fsdp_as_it_runs_gathers_each_weight_again_in_the_backward_pass_and_sums
     assert run["reduce-scatter", "backward"].sent == pytest.approx(2 * written["reduce-scatter", "backward"].sent, rel=1e-3)
     # the book's FSDP critical batch still holds: the backward pass's gather and scatter meet twice the compute
     assert _critical_batch(FSDP, H100_NODE) == pytest.approx(2200 * RING, rel=0.03)
+
+
+def test_a_step_waiting_longer_on_the_optimizers_collectives_than_it_computes_is_communication_bound():
+    from course_utils.advice.estimate import StepTime
+
+    compute = {"forward": 1.0, "backward": 2.0}
+    hidden = StepTime(compute, {"forward": 0.5, "backward": 1.5, "other": 2.0})  # waits 2.0 s, computes 3.0 s
+    waiting = StepTime(compute, {"forward": 0.5, "backward": 1.5, "other": 3.5})  # ZeRO's gathers after the update
+    assert (hidden.bound, hidden.step) == ("compute", 5.0)
+    assert (waiting.bound, waiting.exposed) == ("communication", 3.5)
