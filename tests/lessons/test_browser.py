@@ -225,17 +225,12 @@ class _MemorySampler(threading.Thread):
 
     def run(self) -> None:
         while not self._done.wait(0.5):
-            self.sample()
-
-    def sample(self) -> float:
-        """One sample now (also taken between the thread's): the megabytes resident, the peak updated."""
-        total = 0
-        for process in [self.root, *self.root.children(recursive=True)]:
-            with contextlib.suppress(psutil.Error):
-                total += process.memory_info().rss
-        self.now_mb = total / 2**20
-        self.peak_mb = max(self.peak_mb, self.now_mb)
-        return self.now_mb
+            total = 0
+            for process in [self.root, *self.root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    total += process.memory_info().rss
+            self.now_mb = total / 2**20
+            self.peak_mb = max(self.peak_mb, self.now_mb)
 
     def stop(self) -> None:
         self._done.set()
@@ -255,9 +250,9 @@ def _run_save_and_close(page, url: str, notebook: Path, timeout_s: float = 600) 
     _lab_command(page, "notebook:run-all-cells")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:  # done when every code cell ran, or one failed and the kernel stopped
-        time.sleep(1)
+        time.sleep(3)
         _lab_command(page, "docmanager:save")
-        time.sleep(0.3)
+        time.sleep(0.5)
         cells = [c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
         failed = [c for c in cells if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
         if all(c.get("execution_count") for c in cells) or failed:
@@ -301,8 +296,8 @@ def test_a_learners_path_through_every_lesson_fits_in_binders_memory(binder_env,
             for path in map(Path, paths):
                 step = _run_save_and_close(page, url, path)
                 left = _kernels_left(url, server)
-                after = sampler.sample()  # a sample after the kernel's process ended
-                step.update(lesson=path.stem, peak_mb=sampler.peak_mb, left=left, after_mb=after)
+                time.sleep(1.0)  # a sample after the kernel's process ended
+                step.update(lesson=path.stem, peak_mb=sampler.peak_mb, left=left, after_mb=sampler.now_mb)
                 steps.append(step)
                 print(f"{path.stem:32} peak so far {step['peak_mb']:6.0f} MB, after closing {step['after_mb']:6.0f} MB, "
                       f"kernels left {step['left']}")
