@@ -74,6 +74,7 @@ def _jupyterlab(python: str, root: Path, name: str, env: dict | None = None, *ex
     """A JupyterLab server of `python`'s environment at `root`; yields (base url, its process)."""
     port = free_port()
     runtime = ARTIFACTS / f"jupyter-runtime-{name}"
+    shutil.rmtree(runtime, ignore_errors=True)  # a run stopped half-way leaves its tabs in the workspace: never reopen them
     command = [python, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}",
                f"--LabApp.workspaces_dir={runtime}", "--ServerApp.port_retries=0", *extra]
