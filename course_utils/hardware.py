@@ -38,6 +38,7 @@ class Link:
         source: Where the figure comes from, and how it was read.
         latency: Seconds a collective waits per hop of its ring, whatever its size (0: not counted).
         achieved: The bandwidth runs reach in practice, where a source gives it (None: only the peak is known).
+        count: How many of the interconnect's links (or NICs) a device group sends through at once.
     """
 
     name: str
@@ -45,13 +46,13 @@ class Link:
     source: str
     latency: float = 0.0  # seconds a collective waits per hop of its ring, whatever its size
     achieved: float | None = None  # what runs reach in practice, where a source says (bytes per second)
+    count: int = 1  # links (or NICs) a device group sends through at once
 
     @property
     def short(self) -> str:
         """The interconnect in a word, with how many of its links or NICs a device group uses at once where more
         than one: "NVLink", "InfiniBand x4", "ICI x2"."""
-        many = re.search(r"(\d+) (?:per node|torus axes)", self.name)
-        return self.name.split(" ")[0] + (f" x{many.group(1)}" if many and many.group(1) != "1" else "")
+        return self.name.split(" ")[0] + (f" x{self.count}" if self.count > 1 else "")
 
     def __post_init__(self):
         _positive_number(f"Link {self.name!r}", "bytes_per_second", self.bytes_per_second)
@@ -61,6 +62,9 @@ class Link:
                              f"Received: latency={self.latency!r}.")
         if self.achieved is not None:
             _positive_number(f"Link {self.name!r}", "achieved", self.achieved)
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+            raise ValueError(f"Link {self.name!r}: count is how many links a device group sends through, a whole "
+                             f"number of at least 1. Received: count={self.count!r}.")
 
 
 def _positive_number(owner: str, field_name: str, value) -> None:
@@ -160,14 +164,14 @@ class DeviceSet:
             return self.inside if spanned <= 1 else Link(
                 f"{self.inside.name} over {spanned} torus axes", self.inside.bytes_per_second * spanned,
                 f"{self.inside.source}; the group spans {spanned} torus axes, each with its links (the book's rule "
-                f"for a mesh axis over several torus axes)", self.inside.latency)
+                f"for a mesh axis over several torus axes)", self.inside.latency, count=spanned)
         nodes = len({device // self.per_node for device in group})
         if nodes == 1 or self.between is None:
             return self.inside
         nics = min(len(group) // nodes, self.per_node)
         return Link(f"{self.between.name}, {nics} per node", self.between.bytes_per_second * nics,
                     f"{self.between.source}; {nics} GPU(s) of each node in each group, each sending through its own "
-                    f"NIC (at most the node's {self.per_node})", self.between.latency)
+                    f"NIC (at most the node's {self.per_node})", self.between.latency, count=nics)
 
 
 def _first_group(mesh_shape, axes) -> list[int]:

@@ -179,13 +179,13 @@ def layout_over_axes(axes, device_mesh):
     mesh."""
     import keras
 
+    from course_utils.layout_axes import axes_used
+
     class LayoutOverAxes(keras.distribution.TensorLayout):
         def _validate_axes(self):
             if self._device_mesh is None:
                 return
-            named = [n for entry in self._axes if entry is not None for n in
-                     ((entry,) if isinstance(entry, str) else entry)]
-            unknown = sorted(set(named) - set(self._device_mesh.axis_names))
+            unknown = sorted(set(axes_used(self._axes)) - set(self._device_mesh.axis_names))
             if unknown:
                 raise ValueError(f"Invalid axis names for Layout: {unknown} are not axes of the mesh "
                                  f"{tuple(self._device_mesh.axis_names)}.")

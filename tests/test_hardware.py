@@ -41,6 +41,7 @@ def test_a_tpu_axis_gets_the_links_of_every_torus_axis_it_spans(name, shape, axe
     devices = device_set(name)
     link = devices.link(shape, axes)
     assert link.bytes_per_second == devices.inside.bytes_per_second * torus_axes
+    assert link.short == ("ICI" if torus_axes == 1 else f"ICI x{torus_axes}")  # the links it sends through, counted
     critical = devices.flops_per_second / link.bytes_per_second * (7 / 8 if name == "v5e-8" else 1)
     assert critical == pytest.approx(book, rel=0.01)
 
@@ -70,6 +71,9 @@ def test_a_device_set_of_your_own_and_its_mistakes():
             DeviceSet("bad", "chip", 4, wrong, 1e9, link, per_node=4)
         with pytest.raises(ValueError, match=r"memory_bytes_per_second is a finite number above 0"):
             DeviceSet("bad", "chip", 4, 1e15, 1e9, link, per_node=4, memory_bytes_per_second=wrong)
+    for wrong in (0, 1.5, True):
+        with pytest.raises(ValueError, match=rf"Link 'x': count is how many links .* Received: count={wrong!r}\."):
+            Link("x", 1e11, "s", count=wrong)
     with pytest.raises(TypeError, match=r"inside is a course_utils.hardware.Link.*Received: inside=400000000000.0"):
         DeviceSet("bad", "chip", 4, 1e15, 1e9, 4e11, per_node=4)
     assert mine.memory_bytes_per_second is None and device_set("8xH100-80GB").memory_bytes_per_second == 3.35e12

@@ -81,7 +81,7 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
     rows.sort(key=rank_key)
     what = f"{batch} x {seq} tokens" if language else f"a batch of {batch}"
     empty = "" if rows else (f"no layout applies to {getattr(built, 'name', 'this model')} on the mesh shapes "
-                             f"{shapes or every_shape(devices.devices)}. Try mesh_shapes=None (every shape), or give "
+                             f"{shapes}. Try mesh_shapes=None (every shape), or give "
                              f"your own layouts={{'name': rules}}.")
     return Advice(rows, devices=devices, efficiency=efficiency, program=program, empty=empty, levers=levers, title=(
         f"{getattr(built, 'name', 'model')} on {devices.name}, {what}, {built.dtype_policy.name}"

@@ -8,6 +8,7 @@ from course_utils.advice.candidates import BUILT_IN, MESH_AXES, mesh_shapes as e
 from course_utils.advice.levers import ATTENTION, Levers
 from course_utils.advice.program import FsdpRun
 from course_utils.hardware import DeviceSet
+from course_utils.mesh import mesh_shapes as grids
 
 LARGEST = 2**31 - 1  # JAX sizes an array's dimension, and counts its elements here, with a 32-bit integer
 
@@ -123,17 +124,12 @@ def checked_shapes(mesh_shapes, devices: int):
         return None
     valid = every_shape(devices)
     shapes = [tuple(s) if isinstance(s, (tuple, list)) else s for s in mesh_shapes]
-    wrong = [s for s in shapes if s not in valid and not _hybrid_shape(s, devices)]
+    valid_hybrid = grids(devices, 3)  # (replica, batch, model)
+    wrong = [s for s in shapes if s not in valid and s not in valid_hybrid]
     if wrong or not shapes:
         raise ValueError(f"mesh_shapes are (batch, model) shapes of {devices} devices: {valid}, or (replica, batch, "
                          f"model) shapes for HSDP, e.g. {(2, devices // 2, 1)}. Received: mesh_shapes={mesh_shapes!r}.")
     return shapes
-
-
-def _hybrid_shape(shape, devices: int) -> bool:
-    """(replica, batch, model) of `devices` devices, each a whole number of at least 1."""
-    return (isinstance(shape, tuple) and len(shape) == 3 and all(isinstance(n, int) and not isinstance(n, bool)
-            and n >= 1 for n in shape) and shape[0] * shape[1] * shape[2] == devices)
 
 
 def levers_of(attention, remat, micro_batch, *, batch: int, seq: int | None, language: bool, program: str) -> Levers:

@@ -15,8 +15,8 @@ For a keras-hub backbone (axes "batch" and "model", as its `get_layout_map` name
   its slice of the gradients, updates its slice and gathers the weights again.
 For any other Keras model, maps derived from its graph (`layouts.derive.derive_layout_map`): on (n, 1) "data
 parallel", "ZeRO-2" and "FSDP"; with a model axis, "tensor parallel" (Megatron's pairs, the rest whole) and,
-with a batch axis too, "FSDP + tensor parallel". A keras-hub backbone also gets its derived "FSDP" on (n, 1) and its "derived
-map" wherever it has a model axis.
+with a batch axis too, "FSDP + tensor parallel". A keras-hub backbone also gets its derived "FSDP" on (n, 1) and
+its "derived map" wherever it has a model axis.
 `layouts=` adds your own maps, each tried on every shape.
 
 On several nodes, meshes of three axes too, (replica, batch, model) = (nodes, b, m): HSDP, each layout above that
@@ -28,6 +28,7 @@ ZeRO-2).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -88,10 +89,7 @@ def axes_of(mesh_shape) -> tuple[str, ...]:
 
 def batch_split(mesh_shape) -> int:
     """Devices a mesh shape splits the batch over: every axis but the model axis."""
-    n = 1
-    for size in mesh_shape[:-1]:
-        n *= size
-    return n
+    return math.prod(mesh_shape[:-1])
 
 
 def shape_name(mesh_shape) -> str:

@@ -31,12 +31,13 @@ from course_utils.communication.hlo import collective_ops
 from course_utils.communication.instructions import Array, read_program
 from course_utils.communication.traffic import ring_sent_bytes
 from course_utils.communication.train_step import compile_train_step, training_batch
+from course_utils.layouts.hybrid import REPLICA_AXIS
 from course_utils.memory.compiled import StepMemory, extended_memory, memory_of
 from course_utils.xla_settings import READING_COMPILE, keyed_without_names
 
 PASSES = ("forward", "backward", "other")
 FSDP_AXIS = "batch"  # the axis the advisor's meshes split the batch and FSDP's weights over
-DATA_AXES = ("replica", FSDP_AXIS)  # the axes the batch is split over, so gradients summed over (HSDP adds replica)
+DATA_AXES = (REPLICA_AXIS, FSDP_AXIS)  # the axes the batch is split over, so gradients summed over (HSDP adds replica)
 
 
 @dataclass(frozen=True)

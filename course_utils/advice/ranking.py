@@ -15,7 +15,7 @@ from course_utils.advice.candidates import axes_of, shape_name
 from course_utils.advice.estimate import StepTime, step_time
 from course_utils.advice.levers import Levers
 from course_utils.advice.program import StepProgram
-from course_utils.hardware import GIB, DeviceSet, device_set
+from course_utils.hardware import GIB, DeviceSet, Link, device_set
 from course_utils.memory.fit import CANNOT, FITS, HEADROOM, NO, TIGHT  # will_it_fit's words
 
 
@@ -80,12 +80,15 @@ class Advice(Table):
                 _ms(t.compute_total), _ms(t.communication_total), _ms(t.step), t.bound, f"{row.tokens_per_second:,.0f}",
                 self.links(row.mesh_shape)]
 
+    def crossings(self, mesh_shape) -> list[tuple[str, Link]]:
+        """(axis, the link it crosses on the device set) for each axis of `mesh_shape` longer than 1."""
+        shape = tuple(mesh_shape)
+        return [(axis, self.devices.link(shape, (i,))) for i, (axis, size) in enumerate(zip(axes_of(shape), shape))
+                if size > 1]
+
     def links(self, mesh_shape) -> str:
         """The link each axis of `mesh_shape` longer than 1 crosses, in a word: "replica: InfiniBand, batch: NVLink"."""
-        shape = tuple(mesh_shape)
-        crossed = [f"{axis}: {self.devices.link(shape, (i,)).short}"
-                   for i, (axis, size) in enumerate(zip(axes_of(shape), shape)) if size > 1]
-        return ", ".join(crossed) or "-"
+        return ", ".join(f"{axis}: {link.short}" for axis, link in self.crossings(mesh_shape)) or "-"
 
     @property
     def best(self) -> AdviceRow:
@@ -195,12 +198,8 @@ class Advice(Table):
 
     def _crossed(self, shape) -> list[str]:
         """'batch over NVLink 4 (NVSwitch), 4.5e+11 B/s' for each axis of `shape` longer than 1."""
-        crossed = []
-        for position, (axis, size) in enumerate(zip(axes_of(shape), shape)):
-            if size > 1:
-                link = self.devices.link(tuple(shape), (position,))
-                crossed.append(f"{axis} over {link.name}, {link.bytes_per_second:.3g} B/s")
-        return crossed or ["one device, nothing crossed"]
+        return [f"{axis} over {link.name}, {link.bytes_per_second:.3g} B/s" for axis, link in self.crossings(shape)] \
+            or ["one device, nothing crossed"]
 
 
 def _ms(seconds: float) -> str:

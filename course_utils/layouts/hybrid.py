@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from course_utils.keras_internals import layout_over_axes
+from course_utils.layout_axes import names_in
 
 REPLICA_AXIS = "replica"
 
@@ -59,9 +60,7 @@ def hybrid_parallel(layout_map, batch_axes: tuple[str, ...] | None = None):
 
 def batch_axes_of(distribution) -> tuple[str, ...]:
     """The mesh axes a distribution splits the batch over: `("batch",)` for `ModelParallel`, several for HSDP."""
-    layout = distribution.get_data_layout((1, 1))
-    first = layout.axes[0]
-    return () if first is None else (first,) if isinstance(first, str) else tuple(first)
+    return names_in(distribution.get_data_layout((1, 1)).axes[0])
 
 
 def over_replicas(layout_map, mesh):

@@ -18,6 +18,7 @@ distribution the advisor compiles the same step under, shape-only.
 from __future__ import annotations
 
 from course_utils.keras_internals import relayout
+from course_utils.layout_axes import axes_used
 
 DEFAULT_AXIS = "batch"
 
@@ -27,8 +28,7 @@ def state_layout(axes, shape, axis: str, axis_size: int) -> tuple:
     `axis_size` parts: the layout of its optimizer state under ZeRO. Unchanged where `axis` already splits the
     weight (FSDP) or no whole dimension divides (a small bias stays whole on every device)."""
     axes = tuple(axes) + (None,) * (len(shape) - len(axes))
-    named = [n for entry in axes if entry is not None for n in ((entry,) if isinstance(entry, str) else entry)]
-    if axis in named:
+    if axis in axes_used(axes):
         return axes
     for dim, (entry, size) in enumerate(zip(axes, shape)):
         if entry is None and size % axis_size == 0:
@@ -85,12 +85,13 @@ def split_optimizer_state(model, axis: str = DEFAULT_AXIS) -> int:
     mesh = dist.device_mesh
     size = mesh.shape[list(mesh.axis_names).index(axis)]
     weights = {w.path: w for w in model.trainable_variables}
+    slots = {v.path: v for v in optimizer.variables}
     split = 0
     for path, owner in optimizer_owners(optimizer.variables, model.trainable_variables).items():
-        slot = next(v for v in optimizer.variables if v.path == path)
-        weight_axes = dist.get_variable_layout(weights[owner]).axes
+        slot = slots[path]
+        weight_axes = tuple(dist.get_variable_layout(weights[owner]).axes)
         axes = state_layout(weight_axes, tuple(slot.shape), axis, size)
-        if tuple(axes) != tuple(weight_axes) + (None,) * (len(slot.shape) - len(weight_axes)):
+        if axes != weight_axes + (None,) * (len(slot.shape) - len(weight_axes)):  # the batch axis added
             relayout(slot, keras_distribution.TensorLayout(axes, mesh))
             split += 1
     return split

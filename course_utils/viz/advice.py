@@ -35,7 +35,7 @@ def draw_advice(advice: Advice, *, title: str | None = None) -> Figure:
         return fig
     longest = max((r.time.step for r in rows if r.time), default=1.0) * 1e3
     links = {r.mesh_shape: advice.links(r.mesh_shape) for r in rows}
-    mixed = len({part.split(": ")[1] for text in links.values() for part in text.split(", ") if ": " in part}) > 1
+    mixed = len({link.short for r in rows for _, link in advice.crossings(r.mesh_shape)}) > 1
     for i, row in enumerate(rows):
         if row.time is None:
             ax.text(0, i, f"  {row.verdict}: {wrap(row.problem, 80).splitlines()[0]}", va="center", fontsize=SMALL)

@@ -11,26 +11,14 @@ from course_utils.layouts.layout_map import make_layout_map
 AXES = ("replica", "batch", "model")
 
 
-def _block(keras):
-    keras.utils.set_random_seed(0)
-    x = keras.Input((16,))
-    y = keras.layers.Dense(8, name="down")(keras.layers.Dense(32, activation="relu", name="up")(x))
-    model = keras.Model(x, y, name="block")
-    model.compile(optimizer="adam", loss="mse")
-    return model
-
-
-def test_hsdp_with_tensor_parallelism_trains_as_one_device_does():
-    import keras
-
-    x = np.random.default_rng(0).normal(size=(16, 16)).astype("float32")
-    y = np.random.default_rng(1).normal(size=(16, 8)).astype("float32")
-    alone = _block(keras).fit(x, y, batch_size=16, epochs=3, verbose=0, shuffle=False).history["loss"]
+def test_hsdp_with_tensor_parallelism_trains_as_one_device_does(up_down, sixteen_rows):
+    x, y = sixteen_rows
+    alone = up_down().fit(x, y, batch_size=16, epochs=3, verbose=0, shuffle=False).history["loss"]
     mesh = make_mesh((2, 2, 2), AXES)
-    rules = derive_layout_map(_block(keras), mesh, data_axis="batch", model_axis="model").layout_map
+    rules = derive_layout_map(up_down(), mesh, data_axis="batch", model_axis="model").layout_map
     hsdp = hybrid_parallel(over_replicas(rules, mesh))
     with hsdp.scope():
-        model = _block(keras)
+        model = up_down()
         split = model.fit(x, y, batch_size=16, epochs=3, verbose=0, shuffle=False).history["loss"]
     np.testing.assert_allclose(split, alone, rtol=1e-5)
     specs = {v.path: tuple(v.value.sharding.spec) for v in model.trainable_variables}
@@ -41,13 +29,13 @@ def test_hsdp_with_tensor_parallelism_trains_as_one_device_does():
     assert tuple(over_replicas(rules, mesh)["down/output"].axes) == (("replica", "batch"), None)
 
 
-def test_a_dimension_split_over_several_axes_is_a_rule_keras_takes():
+def test_a_dimension_split_over_several_axes_is_a_rule_keras_takes(up_down):
     import keras
 
     mesh = make_mesh((2, 2, 2), AXES)
     layout_map = make_layout_map(mesh, {"up/kernel": (("replica", "batch"), "model")})
     with keras.distribution.ModelParallel(layout_map=layout_map, batch_dim_name="batch").scope():
-        model = _block(keras)
+        model = up_down()
     assert tuple(model.get_layer("up").kernel.value.sharding.spec) == (("replica", "batch"), "model")
     with pytest.raises(ValueError, match=r"\['nodes'\] are not axes of the mesh \('replica', 'batch', 'model'\)"):
         make_layout_map(mesh, {"up/kernel": (("nodes", "batch"), None)})

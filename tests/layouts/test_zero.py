@@ -8,15 +8,6 @@ from course_utils.layouts.layout_map import make_layout_map
 from course_utils.layouts.zero import split_optimizer_state, state_layout, zero_parallel
 
 
-def _block(keras):
-    keras.utils.set_random_seed(0)
-    x = keras.Input((16,))
-    y = keras.layers.Dense(8, name="down")(keras.layers.Dense(32, activation="relu", name="up")(x))
-    model = keras.Model(x, y, name="block")
-    model.compile(optimizer="adam", loss="mse")
-    return model
-
-
 def _whole():
     return make_layout_map(make_mesh((8, 1), ("batch", "model")), {})
 
@@ -25,14 +16,13 @@ def _data_parallel(keras):
     return keras.distribution.ModelParallel(layout_map=_whole(), batch_dim_name="batch")
 
 
-def test_zero_trains_as_one_device_does_with_adams_state_split_and_the_weights_whole():
+def test_zero_trains_as_one_device_does_with_adams_state_split_and_the_weights_whole(up_down, sixteen_rows):
     import keras
 
-    x = np.random.default_rng(0).normal(size=(16, 16)).astype("float32")
-    y = np.random.default_rng(1).normal(size=(16, 8)).astype("float32")
-    alone = _block(keras).fit(x, y, batch_size=16, epochs=3, verbose=0, shuffle=False).history["loss"]
+    x, y = sixteen_rows
+    alone = up_down().fit(x, y, batch_size=16, epochs=3, verbose=0, shuffle=False).history["loss"]
     with _data_parallel(keras).scope():
-        model = _block(keras)
+        model = up_down()
         model.optimizer.build(model.trainable_variables)
         assert split_optimizer_state(model) == 8  # two moments of four weights
         split = model.fit(x, y, batch_size=16, epochs=3, verbose=0, shuffle=False).history["loss"]
@@ -43,12 +33,12 @@ def test_zero_trains_as_one_device_does_with_adams_state_split_and_the_weights_w
     assert all(tuple(v.value.sharding.spec) in ((), (None,), (None, None)) for v in model.trainable_variables)
 
 
-def test_the_compiled_step_sums_slices_and_gathers_the_updated_weights():
+def test_the_compiled_step_sums_slices_and_gathers_the_updated_weights(up_down):
     import keras
 
     from course_utils.advice.program import read_step
 
-    model = _block(keras)
+    model = up_down()
     dp = read_step(model, _data_parallel(keras), (16, 16))
     zero = read_step(model, zero_parallel(_whole()), (16, 16))
     assert {(t.kind, t.pass_) for t in dp.transfers} == {("all-reduce", "backward")}
@@ -67,13 +57,13 @@ def test_state_layout_adds_the_batch_axis_where_the_weight_leaves_a_dimension_wh
     assert state_layout(axes, shape, "batch", 8) == expected
 
 
-def test_its_mistakes_say_what_to_do():
+def test_its_mistakes_say_what_to_do(up_down):
     import keras
 
     with pytest.raises(ValueError, match=r"none is in scope.*inside `with distribution.scope\(\):`"):
-        split_optimizer_state(_block(keras))
+        split_optimizer_state(up_down())
     with _data_parallel(keras).scope():
         with pytest.raises(ValueError, match=r"optimizer is not built yet.*model.optimizer.build"):
-            split_optimizer_state(_block(keras))
+            split_optimizer_state(up_down())
     with pytest.raises(ValueError, match=r"one of \('batch', 'model'\). Received: axis='data'"):
         zero_parallel(_whole(), "data")
