@@ -13,8 +13,8 @@ Derived in lesson 10, which draws one candidate's roofline by hand first.
 
 from __future__ import annotations
 
-from course_utils.advice.arguments import (checked_layouts, checked_shapes, efficiency_of, enough_devices, fsdp_run_of,
-                                           levers_of, model_of, target_of, whole_number)
+from course_utils.advice.arguments import (checked_layouts, checked_only, checked_shapes, efficiency_of, enough_devices,
+                                           fsdp_run_of, levers_of, model_of, target_of, whole_number)
 from course_utils.advice.candidates import Candidate, candidates, mesh_shapes as every_shape
 from course_utils.advice.levers import Levers
 from course_utils.advice.own_program import OwnProgramOutOfMemory
@@ -27,7 +27,7 @@ from course_utils.memory.fit import CANNOT, NO, POLICIES, cannot_split  # will_i
 def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "mixed_bfloat16",
            layouts: dict | None = None, mesh_shapes=None, efficiency: float = 1.0, program: str = "cpu",
            attention: str = "as compiled", remat: bool = False, micro_batch: int | None = None,
-           regather: bool = True, reduce_dtype: str = "float32") -> Advice:
+           regather: bool = True, reduce_dtype: str = "float32", only=None) -> Advice:
     """Every mesh shape x layout for `model` on `devices`, compiled, timed and ranked.
 
     Args:
@@ -54,6 +54,8 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
             the backward pass (XLA's CPU program keeps it instead); False counts the program's gathers alone.
         reduce_dtype: The type gradients are summed in over the batch axis: "float32" (FSDP2's and torchtitan's),
             "bfloat16", or "as computed" (the type the program computed them in).
+        only: The layouts to try, by name ("FSDP", or several: ("FSDP", "ZeRO-2")); by default every one that
+            applies. A run whose layout is settled asks for it alone, on every mesh shape, at a fraction of the cost.
 
     Example:
         >>> advise("gemma_7b_en", devices="8xH100-80GB", batch=16, seq=2048)
@@ -67,15 +69,16 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
     whole_number("batch", batch, "the global batch")
     efficiency = efficiency_of(efficiency)
     layouts = checked_layouts(layouts)
+    only = checked_only(only, layouts)
     built, language = model_of(model, dtype)
     if language:
         whole_number("seq", seq, "the tokens per sequence (e.g. seq=2048)", tokens=batch)
-    levers = levers_of(attention, remat, micro_batch, batch=batch, seq=seq, language=language, program=program)
+    levers = levers_of(attention, remat, micro_batch, batch=batch, seq=seq, language=language)
     fsdp = fsdp_run_of(regather, reduce_dtype)
     enough_devices(devices)
     shapes = checked_shapes(mesh_shapes, devices.devices) or every_shape(devices.devices, devices.nodes)
     target = target_of(program, devices)
-    found = candidates(built, devices.devices, layouts, shapes)
+    found = [c for c in candidates(built, devices.devices, layouts, shapes) if only is None or c.layout in only]
     steps = Steps(built, batch, seq, language, levers, fsdp)
     rows = [_row(built, steps, c, devices, batch, seq, efficiency, target) for c in found]
     rows.sort(key=rank_key)

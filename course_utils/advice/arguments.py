@@ -132,10 +132,23 @@ def checked_shapes(mesh_shapes, devices: int):
     return shapes
 
 
-def levers_of(attention, remat, micro_batch, *, batch: int, seq: int | None, language: bool, program: str) -> Levers:
+def checked_only(only, layouts: dict | None) -> tuple[str, ...] | None:
+    """The layouts to try, by name (the advisor's own, `BUILT_IN`, or yours in `layouts`), checked: None tries all."""
+    if only is None:
+        return None
+    names = (only,) if isinstance(only, str) else tuple(only) if isinstance(only, (tuple, list)) else None
+    known = (*BUILT_IN, *(layouts or {}))
+    unknown = [n for n in names or () if n not in known]
+    if not names or unknown:
+        raise ValueError(f"only names the layouts to try, some of {known}. Received: only={only!r}"
+                         f"{f' ({unknown[0]!r} is none of them)' if unknown else ''}.")
+    return names
+
+
+def levers_of(attention, remat, micro_batch, *, batch: int, seq: int | None, language: bool) -> Levers:
     """The levers a run pulls, checked: `attention` one of `ATTENTION`, `remat` True or False, `micro_batch` a
     whole number that divides the batch; the first two need a language model's blocks and a sequence that divides
-    by 4 (the fit compiles at s/4 and s/2), and apply to XLA's CPU program."""
+    by 4 (the fits compile at s/4 and shorter)."""
     if attention not in ATTENTION:
         raise ValueError(f"attention is one of {ATTENTION}: 'fused' counts no score kept (a fused kernel, as GPUs and "
                          f"TPUs run attention). Received: attention={attention!r}.")
@@ -153,9 +166,6 @@ def levers_of(attention, remat, micro_batch, *, batch: int, seq: int | None, lan
     if levers.memory and (seq < 16 or seq % 4):
         raise ValueError(f"attention='fused' and remat=True fit the step's memory from compiles at seq/4, seq/2 and "
                          f"seq: give a seq that divides by 4, at least 16. Received: seq={seq}.")
-    if levers.memory and program != "cpu":  # the fit compiles three lengths; own programs take far longer
-        raise ValueError(f"The levers are derived from XLA's CPU program; program={program!r} reads another. Use "
-                         f"program='cpu' with them.")
     return levers
 
 

@@ -35,9 +35,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from course_utils.memory.activations import KeptTypes
 from course_utils.memory.compiled import StepMemory
 
 ATTENTION = ("as compiled", "fused")
+# an accelerator's own program keeps each value in its own type: nothing to narrow
+OWN_TYPES = KeptTypes(linear=1.0, quadratic=1.0, block_linear=1.0, block_quadratic=1.0)
 
 
 @dataclass(frozen=True)
@@ -91,34 +94,60 @@ def seq_points(seq: int) -> tuple[int, int, int]:
     return seq // 4, seq // 2, seq
 
 
-def levered_memory(one: dict[int, StepMemory], two: dict[int, StepMemory] | None, seq: int, depth: int | None,
-                   levers: Levers, kept, block_input: int, held: int, rows_split: int = 1) -> StepMemory:
-    """A step's memory with the levers pulled, from its programs at `seq_points(seq)` with one block and two.
+def own_points(rows: int, seq: int) -> tuple[tuple[int, int], ...]:
+    """The (rows, length) an accelerator's own program is compiled at for the levers: the step's tokens at a short
+    length s0 (seq halved until it is at most 256, at least twice), the same tokens at 2 s0, half of them at s0."""
+    short = seq // 4
+    while short > 256 and short % 2 == 0:
+        short //= 2
+    many = rows * (seq // short)
+    return (many, short), (many // 2, 2 * short), (many // 2, short)
+
+
+def equal_tokens_fitted(temporaries: dict[tuple[int, int], int], seq: int) -> Terms:
+    """`a + b T + c T s` (T a device's tokens, s the length) through the three `own_points`, its terms at the step's
+    tokens and `seq`. At a fixed number of tokens what each token keeps does not change with the length, and the
+    scores grow with it: short programs, whose scores are small beside the rest, separate the two far better than
+    lengths up to `seq` do (there the scores are most of the buffers)."""
+    if len(temporaries) != 3:
+        raise ValueError(f"equal_tokens_fitted takes the three own_points. Received: {sorted(temporaries)}.")
+    tokens = max(rows * length for rows, length in temporaries)
+    (short, y1), (_, y2) = sorted((length, y) for (rows, length), y in temporaries.items() if rows * length == tokens)
+    (y3,) = [y for (rows, length), y in temporaries.items() if rows * length < tokens]
+    scores = y2 - y1  # c T s0: what twice the length adds at the same tokens
+    linear = 2 * (y1 - y3) - scores  # b T: half the tokens keep half of b T and of c T s0
+    return Terms(y1 - linear - scores, linear, scores * seq / short)
+
+
+def levered_memory(whole: Terms, block: Terms | None, one: StepMemory, two: StepMemory | None, depth: int | None,
+                   levers: Levers, kept, block_input: int, held: int, rows_split: int = 1, how: str = "") -> StepMemory:
+    """A step's memory with the levers pulled, from the terms of its programs with one block and with two.
 
     Args:
-        one, two: {length: StepMemory} with one block and with two (`two` None for a model compiled whole).
-        seq: The sequence length.
+        whole: The temporaries of the step with one block (or of a model compiled whole), fitted (`fitted`,
+            `equal_tokens_fitted`) at the step's rows and length.
+        block: What the second block adds to them, fitted alike (None for a model compiled whole).
+        one, two: The programs' memory with one block and two at the step's tokens (their state, batch and outputs).
         depth: The model's blocks (None for a model compiled whole).
         levers: What the run does.
-        kept: `KeptTypes`: the share of the CPU's bytes an accelerator keeps, linear and quadratic.
+        kept: `KeptTypes`: the share of the program's bytes an accelerator keeps (`OWN_TYPES` for its own program).
         block_input: Bytes of one block's input on a device (what a rematerialised block keeps).
         held: Bytes a device holds in the step that do not grow with the sequence, as an accelerator holds them:
             its shard of every gradient and the weights FSDP gathers, two blocks at a time (`gradients_and_gathered`).
-            XLA CPU's own constant term is not used: it sums each FSDP gradient whole before slicing it, where an
-            accelerator reduce-scatters, and keeps every gathered weight for the whole step.
+            The programs' own constant term is not used: XLA sums each FSDP gradient whole before slicing it on the
+            CPU, and keeps every gathered weight for the whole step, where PyTorch's FSDP frees each after use.
         rows_split: The devices the batch is split over (the traced scores are the whole batch's).
+        how: How the programs were compiled and fitted, in words.
     """
     fused = levers.attention == "fused"
 
     def narrow(terms: Terms, linear: float, quadratic: float) -> Terms:
         return Terms(terms.constant, terms.linear * linear, 0.0 if fused else terms.quadratic * quadratic)
 
-    whole = fitted({s: m.temporaries for s, m in one.items()}, seq)
-    if two is None:  # one program, one share for all of it
+    if block is None:  # one program, one share for all of it
         base = narrow(whole, kept.block_linear, kept.block_quadratic)
     else:  # the first block at the blocks' share, the rest (embedding, logits, loss) at theirs
-        block = fitted({s: m.temporaries for s, m in two.items()}, seq) - whole
-        if not _sane(block):  # XLA CPU's buffers did not grow as a polynomial: what one block grew by, shared out as
+        if not _sane(block):  # the buffers did not grow as a polynomial: what one block grew by, shared out as
             block = _traced(block, kept, rows_split)  # the traced residuals share it
         outside = whole - block
         base = Terms(whole.constant, max(0.0, outside.linear) * kept.linear + block.linear * kept.block_linear,
@@ -126,15 +155,15 @@ def levered_memory(one: dict[int, StepMemory], two: dict[int, StepMemory] | None
                      block.quadratic * kept.block_quadratic)
     temporaries = held + base.linear + base.quadratic
     pulled = ["attention fused" if fused else "", "blocks rematerialised" if levers.remat else ""]
-    how = f"compiled at {', '.join(f'{s:,}' for s in sorted(one))} tokens, fitted, {' and '.join(filter(None, pulled))}"
-    memory = one[seq]
-    if two is not None and depth:
+    how = f"{how}, {' and '.join(filter(None, pulled))}"
+    memory = one
+    if block is not None and depth:
         added = narrow(block, kept.block_linear, kept.block_quadratic)
         per_block = block_input if levers.remat else added.linear + added.quadratic
         temporaries += (depth - 1) * per_block
-        grown = {f: getattr(one[seq], f) + (depth - 1) * (getattr(two[seq], f) - getattr(one[seq], f))
+        grown = {f: getattr(one, f) + (depth - 1) * (getattr(two, f) - getattr(one, f))
                  for f in ("arguments", "outputs", "aliased")}
-        memory = replace(one[seq], **grown)
+        memory = replace(one, **grown)
         how += f", 1 and 2 of its {depth} blocks, each further block counted as the second"
     return replace(memory, temporaries=max(0, round(temporaries)), how=how)
 

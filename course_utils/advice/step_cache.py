@@ -7,7 +7,8 @@ cache, under a key made of everything that decides the program:
 
 - the model: its class, its config and compile config, every variable's path, shape and dtype, its dtype policy;
 - the batch's shapes and dtypes; the candidate: its layout's name and rules, its mesh shape and axes, the kind of
-  distribution (`ModelParallel`, HSDP's, ZeRO's); how FSDP runs (`FsdpRun`);
+  distribution (`ModelParallel`, HSDP's, ZeRO's); how FSDP runs (`FsdpRun`); the accelerator whose own program
+  was compiled (a GPU's or a TPU's, described as the advisor describes it), or none for XLA's CPU program;
 - the versions of Keras, JAX, jaxlib and keras-hub, `XLA_FLAGS`, JAX's precision settings, the device count, and a
   digest of the course's own source: a change to any module of `course_utils` reads every step again.
 
@@ -28,14 +29,15 @@ PREFIX = "advisor-step-"
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
-def read_kept(model, candidate, tokens, fsdp, read):
-    """The candidate's step as `read()` reads it, or as it was read before with everything that decides it alike."""
+def read_kept(model, candidate, tokens, fsdp, read, target=None):
+    """The candidate's step as `read()` reads it, or as it was read before with everything that decides it alike
+    (`target`: the accelerator whose own program `read()` compiles, None for XLA's CPU program)."""
     from course_utils.program_cache import installed
 
     cache = installed()
     if cache is None:
         return read()
-    key = PREFIX + step_key(model, candidate, tokens, fsdp)
+    key = PREFIX + step_key(model, candidate, tokens, fsdp, target)
     kept = cache.get(key)
     if kept is not None:
         try:
@@ -47,7 +49,7 @@ def read_kept(model, candidate, tokens, fsdp, read):
     return program
 
 
-def step_key(model, candidate, tokens, fsdp) -> str:
+def step_key(model, candidate, tokens, fsdp, target=None) -> str:
     """A digest of everything that decides a candidate's compiled step (see the module's notes)."""
     import jax
 
@@ -63,6 +65,7 @@ def step_key(model, candidate, tokens, fsdp) -> str:
                    [(tuple(leaf.shape), str(leaf.dtype)) if hasattr(leaf, "shape") else repr(leaf)
                     for leaf in jax.tree.leaves(tokens)]],
         "fsdp": repr(fsdp),
+        "target": repr(target),  # ("gpu", its DeviceSet) or ("tpu", its slice): the program compiled for it
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()
 

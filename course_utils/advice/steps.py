@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from course_utils.advice.candidates import Candidate
-from course_utils.advice.levers import Levers, levered_memory, seq_points
+from course_utils.advice.levers import (OWN_TYPES, Levers, equal_tokens_fitted, fitted, levered_memory, own_points,
+                                        seq_points)
 from course_utils.advice.program import FsdpRun, StepProgram, extended, read_step
 from course_utils.advice.step_cache import read_kept
 
@@ -26,46 +27,80 @@ class Steps:
 
         self.levers, self.seq, self.depth, self.language, self.model = levers, seq, None, language, model
         self.fsdp = fsdp
-        rows = levers.micro_batch or batch
-        self.rows = rows
+        self.rows = levers.micro_batch or batch
         if not language:
-            self.steps = {(None, None): (model, (rows, *tuple(model.inputs[0].shape)[1:]))}
+            self.built = {None: model}
+            self.input_shape = (self.rows, *tuple(model.inputs[0].shape)[1:])
             return
         config = model.get_config()
         depth = config.get("num_layers")
         self.depth = depth if isinstance(depth, int) and depth >= 2 else None
         self.hidden, self.compute_dtype = config.get("hidden_dim"), model.dtype_policy.compute_dtype
-        seqs = seq_points(seq) if levers.memory else (seq,)
-        self.steps = {}
-        for n in ((1, 2) if self.depth else (None,)):
-            built, _ = language_model_step(type(model), {**config, "num_layers": n} if n else config, rows, seq)
-            for s in seqs:
-                self.steps[n, s] = (built, _tokens(rows, s))
-        self.kept = _kept(model, config, rows, seq) if levers.memory else None
+        self.built = {n: language_model_step(type(model), {**config, "num_layers": n} if n else config, self.rows,
+                                             seq)[0] for n in ((1, 2) if self.depth else (None,))}
+        self.kept = _kept(model, config, self.rows, seq) if levers.memory else None
 
     def read(self, candidate: Candidate, target=None) -> StepProgram:
         """The candidate's step, read from XLA's CPU program (or from an accelerator's own for `target`: ("tpu", a
         slice) or ("gpu", a device set), its FLOPs still the CPU program's), extended to the model's depth and with
-        the levers pulled."""
-        programs = {}
-        for (n, s), (model, tokens) in self.steps.items():
-            program = read_kept(model, candidate, tokens, self.fsdp,
-                                lambda: read_step(model, candidate.distribution(), tokens, fsdp=self.fsdp))
-            if target:
-                own = _own_step(target, model, candidate, tokens)
-                program = replace(own, flops=program.flops)
-            programs[n, s] = program
+        the levers pulled. With levers on an accelerator's own program, that program is compiled at short lengths
+        of the step's tokens (`levers.own_points`) and the CPU program at the step's length for its FLOPs."""
         if not self.language:
-            return programs[None, None]
-        seq = self.seq
-        whole = extended(programs[1, seq], programs[2, seq], self.depth) if self.depth else programs[None, seq]
+            return self._read(None, self.input_shape, candidate, target)
+        step = (self.rows, self.seq)
         if not self.levers.memory:
-            return whole
-        memory = levered_memory({s: p.memory for (n, s), p in programs.items() if n in (1, None)},
-                                {s: p.memory for (n, s), p in programs.items() if n == 2} or None, seq, self.depth,
-                                self.levers, self.kept, self._block_input(candidate),
-                                gradients_and_gathered(self.model, candidate), rows_split=candidate.batch_split)
+            return self._whole({n: self._read(n, _tokens(*step), candidate, target) for n in self.built})
+        if target:
+            points = own_points(*step)
+            own = {(n, p): self._own(n, p, candidate, target) for n in self.built for p in points}
+            programs = {n: replace(own[n, points[0]], flops=self._cpu(n, step, candidate).flops) for n in self.built}
+            terms = {n: equal_tokens_fitted({p: own[n, p].memory.temporaries for p in points}, self.seq)
+                     for n in self.built}
+            how = (f"compiled at {points[0][1]:,} and {points[1][1]:,} tokens a sequence with the step's tokens a "
+                   f"device, and at {points[2][1]:,} with half of them, fitted")
+            kept = OWN_TYPES
+        else:
+            points = [(self.rows, s) for s in seq_points(self.seq)]
+            cpu = {(n, p): self._cpu(n, p, candidate) for n in self.built for p in points}
+            programs = {n: cpu[n, step] for n in self.built}
+            terms = {n: fitted({s: cpu[n, (r, s)].memory.temporaries for r, s in points}, self.seq)
+                     for n in self.built}
+            how = f"compiled at {', '.join(f'{s:,}' for _, s in points)} tokens, fitted"
+            kept = self.kept
+        whole = self._whole(programs)
+        first = 1 if self.depth else None
+        memory = levered_memory(terms[first], terms[2] - terms[1] if self.depth else None, programs[first].memory,
+                                programs[2].memory if self.depth else None, self.depth, self.levers, kept,
+                                self._block_input(candidate), gradients_and_gathered(self.model, candidate),
+                                rows_split=candidate.batch_split, how=how)
         return replace(whole, memory=memory, recomputed=whole.flops / 3 if self.levers.remat else 0.0)
+
+    def _whole(self, programs: dict) -> StepProgram:
+        """The model's step from its programs: extended from one block and two to its depth, or compiled whole."""
+        return extended(programs[1], programs[2], self.depth) if self.depth else programs[None]
+
+    def _read(self, n, tokens, candidate: Candidate, target) -> StepProgram:
+        """The step with `n` blocks (None: the model as built) from the CPU program, or the accelerator's own with
+        the CPU program's FLOPs."""
+        program = self._cpu_of(n, tokens, candidate)
+        if target:
+            own = read_kept(self.built[n], candidate, tokens, self.fsdp,
+                            lambda: _own_step(target, self.built[n], candidate, tokens), target=target)
+            program = replace(own, flops=program.flops)
+        return program
+
+    def _cpu(self, n, point: tuple[int, int], candidate: Candidate) -> StepProgram:
+        return self._cpu_of(n, _tokens(*point), candidate)
+
+    def _cpu_of(self, n, tokens, candidate: Candidate) -> StepProgram:
+        model = self.built[n]
+        return read_kept(model, candidate, tokens, self.fsdp,
+                         lambda: read_step(model, candidate.distribution(), tokens, fsdp=self.fsdp))
+
+    def _own(self, n, point: tuple[int, int], candidate: Candidate, target) -> StepProgram:
+        model, tokens = self.built[n], _tokens(*point)
+        return read_kept(model, candidate, tokens, self.fsdp, lambda: _own_step(target, model, candidate, tokens),
+                         target=target)
 
     def _block_input(self, candidate: Candidate) -> int:
         """Bytes of one block's input on a device: its rows of the batch, each of `seq` tokens of `hidden`."""

@@ -50,5 +50,38 @@ def test_advise_reads_the_gpus_own_program():
     backbone = abstract_model(keras_hub.models.LlamaBackbone, TINY, dtype="mixed_bfloat16")
     advice = advise(backbone, devices="8xH100-80GB", batch=8, seq=32, mesh_shapes=[(8, 1)], program="gpu")
     assert advice.program == "gpu" and all("GPU's own program" in r.program.source for r in advice if r.program)
-    with pytest.raises(ValueError, match=r"levers are derived from XLA's CPU program"):
-        advise(backbone, devices="8xH100-80GB", batch=8, seq=32, program="gpu", attention="fused")
+
+
+@needs_plugin
+@pytest.mark.compiles_long  # the GPU's programs at three points, with one block and two
+def test_the_levers_on_the_gpus_own_program_hold_what_it_holds_at_the_steps_tokens_without_the_scores():
+    from course_utils import advise
+    from course_utils.advice.candidates import candidates
+    from course_utils.advice.levers import own_points
+    from course_utils.memory.compiled import language_model_step
+
+    # wide and with few heads, so that a token's vectors outweigh its scores at a short length
+    config = dict(vocabulary_size=512, num_layers=4, num_query_heads=2, num_key_value_heads=2, hidden_dim=512,
+                  intermediate_dim=1024)
+    backbone = abstract_model(keras_hub.models.LlamaBackbone, config, dtype="mixed_bfloat16")
+    asked = dict(devices="8xH100-80GB", batch=64, seq=128, mesh_shapes=[(8, 1)], attention="fused")
+    own = advise(backbone, program="gpu", **asked).row("FSDP", (8, 1))
+    cpu = advise(backbone, **asked).row("FSDP", (8, 1))
+    assert "with the step's tokens a device" in own.program.memory.how and "attention fused" in own.program.memory.how
+    # the same work, with the CPU's FLOPs; the GPU keeps fewer and narrower buffers
+    assert own.program.flops == cpu.program.flops and own.program.memory.peak < cpu.program.memory.peak
+    # all four blocks compiled whole by the GPU's compiler at a short length (sequences of 32: the scores are small),
+    # with the step's tokens and with half of them: what half the tokens free is half of what the step's tokens
+    # keep, which the advisor found from one block and two (its activations: the temporaries less what it holds
+    # whatever the tokens, each gradient's shard and two blocks' gathered weights)
+    from course_utils.advice.steps import gradients_and_gathered
+
+    (rows, short), _, (half, _) = own_points(64, 128)
+    (candidate,) = [c for c in candidates(backbone, 8, None, [(8, 1)]) if c.layout == "FSDP"]
+    held = {}
+    for r in (rows, half):
+        model, tokens = language_model_step(type(backbone), backbone.get_config(), r, short)
+        held[r] = gpu.read_gpu_step(model, candidate.layout_map, (8, 1), tokens, device_set("8xH100-80GB")).memory
+    kept = own.program.memory.temporaries - gradients_and_gathered(backbone, candidate)
+    freed = held[rows].temporaries - held[half].temporaries
+    assert 0.9 < 2 * freed / kept < 1.1

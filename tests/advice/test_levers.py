@@ -5,7 +5,7 @@ import keras_hub
 import pytest
 
 from course_utils import advise
-from course_utils.advice.levers import Levers, fitted, seq_points
+from course_utils.advice.levers import Levers, equal_tokens_fitted, fitted, own_points, seq_points
 from course_utils.memory.presets import abstract_model
 
 LLAMA = dict(vocabulary_size=512, num_layers=4, num_query_heads=8, num_key_value_heads=8, hidden_dim=64,
@@ -16,6 +16,28 @@ def test_the_fit_is_exact_through_its_three_points():
     terms = fitted({s: 7 + 3 * s + 2 * s * s for s in (64, 128, 256)}, 256)
     assert (round(terms.constant), round(terms.linear), round(terms.quadratic)) == (7, 3 * 256, 2 * 256 * 256)
     assert seq_points(1024) == (256, 512, 1024)
+
+
+@pytest.mark.parametrize("rows, seq, expected", [
+    (16, 1024, ((64, 256), (32, 512), (32, 256))),  # a quarter of the length is already short
+    (8, 65536, ((2048, 256), (1024, 512), (1024, 256))),  # halved until at most 256
+    (8, 32, ((32, 8), (16, 16), (16, 8))),
+])
+def test_an_accelerators_program_is_compiled_short_with_the_steps_tokens(rows, seq, expected):
+    points = own_points(rows, seq)
+    assert points == expected
+    assert points[0][0] * points[0][1] == points[1][0] * points[1][1] == rows * seq == 2 * points[2][0] * points[2][1]
+    assert all(r % rows == 0 for r, _ in points)  # the rows split wherever the step's rows split
+
+
+def test_the_equal_tokens_fit_is_exact_for_what_a_token_keeps_and_what_its_scores_add():
+    # a + b T + c T s: 7 bytes whatever the step, 3 a token, 2 a token and a position of its sequence
+    points = own_points(8, 4096)
+    terms = equal_tokens_fitted({(r, s): 7 + 3 * r * s + 2 * r * s * s for r, s in points}, 4096)
+    tokens = 8 * 4096
+    assert (round(terms.constant), round(terms.linear), round(terms.quadratic)) == (7, 3 * tokens, 2 * tokens * 4096)
+    with pytest.raises(ValueError, match="takes the three own_points"):
+        equal_tokens_fitted({(64, 256): 1}, 1024)
 
 
 @pytest.fixture(scope="module")

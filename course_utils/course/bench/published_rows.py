@@ -4,11 +4,15 @@ llm-foundry's published table of MPT training runs on 8 x H100 80GB in bf16 (mos
 scripts/train/benchmarking/README.md, "H100 80GB BF16": 37 rows, MPT 760m to 30b, sequences of 512 to 65,536
 tokens, FSDP FULL_SHARD, each row's micro-batch, gradient accumulation and activation checkpointing). Each row
 is asked of the advisor with the settings the run used: FSDP over the 8 GPUs on a (8, 1) mesh, attention fused
-(MPT runs FlashAttention), its micro-batch, its rematerialisation. MPT is not a keras-hub model: a Llama
-backbone of MPT's sizes stands in (its width, depth, heads and vocabulary; a gated feed-forward of 8/3 the width,
-three matrices for MPT's two of 4x: the same weights), so its activations are a Keras Llama's, not MPT's.
+(MPT runs FlashAttention), its micro-batch, its rematerialisation, and the H100's own program (`--program gpu`, the
+default: XLA's GPU compiler through JAX's CUDA plugin, `make gpu-targets`; `--program cpu` reads XLA's CPU program,
+corrected, which keeps about twice the activations). MPT is not a keras-hub model: a Llama backbone of MPT's sizes
+stands in (its width, depth, heads and vocabulary; a gated feed-forward of 8/3 the width, three matrices for MPT's
+two of 4x: the same weights), so its activations are a Keras Llama's, not MPT's: on the GPU's program about 36
+bytes a token and unit of width per block, where Korthikanti et al. (2022) count 34 for a GPT block in 16 bits, 32
+without dropout's masks.
 
-It prints, per row: the advisor's GiB per device and verdict for the best candidate that fits (or the smallest),
+It prints, per row: the advisor's GiB per device and verdict for FSDP,
 its tokens per second per GPU at the roofline, and a prediction: the roofline scaled by one factor calibrated on
 a single row (`--calibrate`, 7b at 2,048 tokens by default: the share of the roofline that run reached), set
 beside the published figure. Nothing of a row but its settings is given to the advisor, so the errors are the
@@ -55,16 +59,15 @@ def mpt_stand_in(size: str):
         hidden_dim=hidden, intermediate_dim=round(8 * hidden / 3)), dtype="mixed_bfloat16")
 
 
-def asked(row):
-    """The advisor's answer for one published row, asked with the run's settings; its chosen candidate."""
+def asked(row, program: str = "gpu"):
+    """The advisor's answer for one published row, asked with the run's settings: its FSDP row."""
     from course_utils import advise
 
     size, seq, micro, accumulation, remat, _ = row
     advice = advise(mpt_stand_in(size), devices=f"{GPUS}xH100-80GB", batch=GPUS * micro * accumulation, seq=seq,
-                    mesh_shapes=[(GPUS, 1)], attention="fused", remat=remat, micro_batch=GPUS * micro)
-    timed = [r for r in advice if r.program is not None]
-    fitting = [r for r in timed if r.verdict in ("fits", "tight")]
-    return min(fitting, key=lambda r: r.time.step) if fitting else min(timed, key=lambda r: r.memory_gib)
+                    mesh_shapes=[(GPUS, 1)], attention="fused", remat=remat, micro_batch=GPUS * micro,
+                    program=program, only="FSDP")
+    return advice.row("FSDP", (GPUS, 1))
 
 
 def spearman(a, b) -> float:
@@ -84,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_utils.course bench published-rows",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=len(ROWS), help="only the first N rows (all by default)")
+    parser.add_argument("--program", choices=("gpu", "cpu"), default="gpu", help="the program read for memory "
+                        "and collectives: the H100's own (make gpu-targets) or XLA's CPU program, corrected")
     parser.add_argument("--calibrate", default="7b:2048", help="the row whose reached share of the roofline "
                         "scales every prediction, model:sequence")
     args = parser.parse_args(argv)
@@ -92,20 +97,24 @@ def main(argv: list[str] | None = None) -> int:
     setup_devices(GPUS)
     rows = ROWS[:args.rows]
     found, started = [], time.perf_counter()
-    print(f"{'row':22} {'layout':28} {'GiB':>6} {'verdict':8} {'roofline':>9} {'published':>9}")
+    print(f"FSDP on (8, 1), memory and collectives from the {args.program.upper()}'s program")
+    print(f"{'row':25} {'GiB':>6} {'verdict':8} {'roofline':>9} {'published':>9}")
     for row in rows:
-        chosen = asked(row)
+        chosen = asked(row, args.program)
         found.append(chosen)
-        print(f"{row[0]:>5} {row[1]:>6} x{row[2]:<3} {'remat' if row[4] else '':6} {chosen.layout:28} "
+        print(f"{row[0]:>5} {row[1]:>6} x{row[2]:<3} {'remat' if row[4] else '':6} "
               f"{chosen.memory_gib:6.1f} {chosen.verdict:8} {chosen.tokens_per_second:9,.0f} {row[5]:9,}", flush=True)
     model, seq = args.calibrate.split(":")
-    anchor = next(i for i, row in enumerate(rows) if row[0] == model and row[1] == int(seq))
+    anchor = next((i for i, row in enumerate(rows) if row[0] == model and row[1] == int(seq)), None)
+    if anchor is None:
+        raise SystemExit(f"--calibrate {args.calibrate}: no such row among the {len(rows)} asked (give --rows that "
+                         f"reaches it, or another model:sequence)")
     share = rows[anchor][5] / found[anchor].tokens_per_second
     predicted = [r.tokens_per_second * share for r in found]
     errors = [p / row[5] for p, row in zip(predicted, rows)]
     others = [e for i, e in enumerate(errors) if i != anchor]
     fit = sum(r.verdict in ("fits", "tight") for r in found)
-    print(f"\n{fit} of {len(rows)} rows have a candidate that fits or fits tight (the runs all fit 80 GB)."
+    print(f"\nFSDP fits or fits tight in {fit} of {len(rows)} rows (the runs all fit 80 GB)."
           f"\nCalibrated on {model} at {seq} tokens (the run reached {share:.0%} of the roofline); predicted / "
           f"published over the other {len(others)} rows: median {statistics.median(others):.2f}, from "
           f"{min(others):.2f} to {max(others):.2f}; Spearman's rank correlation "
