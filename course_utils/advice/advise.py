@@ -44,7 +44,9 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
         program: "cpu": XLA's CPU program, its bytes corrected for the accelerator (`program`). "tpu", for a TPU
             slice (`DeviceSet.topology`): the TPU's own program, compiled by libtpu (`make tpu-targets`; `tpu`),
             for memory and collectives; slower to compile (a 7B block about 25 s). "gpu", for an H100 set: the
-            GPU's own program, compiled by XLA's GPU compiler through JAX's CUDA plugin (`make gpu-targets`; `gpu`).
+            GPU's own program, compiled by XLA's GPU compiler through JAX's CUDA plugin (`make gpu-targets`; `gpu`):
+            with the levers, the memory a real run confirms (llm-foundry's published runs; `levers`), where the
+            CPU program keeps about twice a block's activations.
         attention: "as compiled" (XLA's CPU program keeps every score) or "fused" (no score kept, as a fused
             kernel runs attention on GPUs and TPUs; `levers`).
         remat: Rematerialise each block: keep its input, recompute the rest in the backward pass (`levers`).

@@ -26,9 +26,23 @@ recomputed; its compute is one forward pass more. Micro-batches compile the step
 Where XLA CPU's buffers do not grow as a polynomial (a term of one block comes out negative), one block's growth
 at the sequence length, as compiled, is shared between the two terms as the traced residuals share it.
 
-Where this is wrong: the fit is exact for the three lengths compiled; a fused kernel keeps a few floats per
-token and head (its softmax statistics), counted as nothing; an accelerator's XLA fuses differently (its own
-program, `program="tpu"`, is the reference where one exists).
+On an accelerator's own program (`program="gpu"`, `"tpu"`) nothing is narrowed: it keeps bf16 as bf16 and fuses as
+the accelerator does. Its compiles are slower and its scores, at long sequences, are most of its buffers (a fit
+through s/4, s/2 and s then subtracts large numbers), so it is compiled short instead (`own_points`): the step's
+tokens a device in sequences of s0 (s halved until at most 256) and of 2 s0, and half the tokens at s0, and fitted
+as `a + b T + c T s` (`equal_tokens_fitted`): a token's vectors `b T` apart from the scores `c T s`. The collectives
+are that program's at the step's tokens, the FLOPs the CPU program's at the step's length.
+
+How far the two programs are apart, for the Llama standing in for MPT 760m at 96 x 512 tokens a GPU (`bench
+published-rows`; docs/BENCHMARKS.md): each block keeps 28.5 bytes a token and unit of width on the H100's program,
+64.0 on the CPU's with its types narrowed (85.4 as XLA CPU keeps them): XLA CPU keeps float32 copies the GPU's
+fusions recompute (the norms', the gated feed-forward's). Korthikanti et al. (2022) count 34 for a GPT block in 16
+bits, 32 without dropout's masks. The CPU's figure is the one `program="cpu"` gives, and its notes say so.
+
+Where this is wrong: the CPU fit is exact for the three lengths compiled, the own fit for its three points; a fused
+kernel keeps a few floats per token and head (its softmax statistics), counted as nothing; the GPU's program is not
+autotuned, and its compiler rematerialises on its own a step over about 57 GiB (a candidate far over the device);
+an accelerator's XLA fuses differently from PyTorch's kernels (the published runs are the check).
 """
 
 from __future__ import annotations

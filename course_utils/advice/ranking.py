@@ -182,6 +182,11 @@ class Advice(Table):
                          f"{max(corrected, default=0):.0%} fewer than the CPU program's. The memory is the CPU "
                          f"program's peak, which computes bf16 products in f32: an accelerator's program can need "
                          f"less{hint}.")
+            if self.levers.memory and d.kind == "gpu":
+                lines.append("With the levers, each block's activations are the CPU program's, their types narrowed: "
+                             "about twice what the GPU's own program keeps (64 against 28.5 bytes a token and unit "
+                             "of width for a Llama block; `advice.levers`). program='gpu' reads the GPU's own (make "
+                             "gpu-targets): a verdict of 'no' here may fit there.")
         lines.append("The link each mesh axis crosses: " + "; ".join(
             f"{shape_name(shape)}: " + ", ".join(self._crossed(shape))
             for shape in dict.fromkeys(r.mesh_shape for r in self.rows)))

@@ -2,8 +2,9 @@
 
 A keras-hub backbone is trained as a causal language model; a deep one is compiled with one block and with two
 and extended to its depth (`program.extended`). With a lever on its activations (`levers`: fused attention,
-rematerialisation) each is compiled at three sequence lengths too, and its memory fitted; with micro-batches,
-at the micro-batch. Any other model is compiled whole, at the batch (or micro-batch) it is given. A layout is
+rematerialisation) each is compiled at three sequence lengths too, and its memory fitted (an accelerator's own
+program at three short points of the step's tokens instead, `levers.own_points`); with micro-batches, at the
+micro-batch. Any other model is compiled whole, at the batch (or micro-batch) it is given. A layout is
 looked up when the step is compiled, not when the model is built, so one model serves every candidate.
 """
 

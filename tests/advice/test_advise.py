@@ -116,6 +116,10 @@ def test_a_plain_keras_model_gets_data_parallel_fsdp_and_its_derived_tensor_para
     assert any(t.kind == "all-reduce" and t.axes == ("model",) and t.pass_ == "forward" for t in tp.program.transfers)
     only = advise(model, devices="8xH100-80GB", batch=64, mesh_shapes=[(2, 4)])
     assert {r.layout for r in only} == {"tensor parallel", "FSDP + tensor parallel"} and only.best.program
+    # one layout asked for, on every shape: the same rows as among all of them
+    asked = advise(model, devices="8xH100-80GB", batch=64, only="FSDP + tensor parallel")
+    assert [r.mesh_shape for r in asked] == [(4, 2), (2, 4)] or [r.mesh_shape for r in asked] == [(2, 4), (4, 2)]
+    assert asked.row("FSDP + tensor parallel", (2, 4)).program == only.row("FSDP + tensor parallel", (2, 4)).program
 
 
 def test_the_advisors_mistakes_say_what_to_give(mlp):
@@ -147,6 +151,8 @@ def test_the_advisors_mistakes_say_what_to_give(mlp):
                                                            r"not axes of the advisor's meshes"),
     (dict(layouts={"mine": 3}), r"layouts\['mine'\] is a dict of rules .* Received a int"),
     (dict(program="npu"), r"program is 'cpu' .*Received: program='npu'"),
+    (dict(only="FDSP"), r"only names the layouts to try, some of \('data parallel', .*Received: only='FDSP' \('FDSP' is"),
+    (dict(only=()), r"only names the layouts to try.*Received: only=\(\)"),
 ])
 def test_every_argument_is_checked_before_anything_compiles(mlp, given, words, monkeypatch):
     import course_utils.advice.advise as module

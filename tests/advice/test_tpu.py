@@ -126,6 +126,27 @@ def test_the_tpu_program_of_fsdp_counts_its_windowed_loops_and_agrees_with_the_c
     assert cpu.flops == pytest.approx(6 * 1024 * 2 * 512 * 2048, rel=0.01)
 
 
+@needs_libtpu
+@pytest.mark.compiles_long  # the TPU's programs at three points, with one block and two
+def test_the_levers_read_the_tpus_own_program_at_the_steps_tokens():
+    import keras_hub
+
+    from course_utils import advise
+    from course_utils.memory.presets import abstract_model
+
+    llama = abstract_model(keras_hub.models.LlamaBackbone, dict(
+        vocabulary_size=512, num_layers=2, num_query_heads=8, num_key_value_heads=8, hidden_dim=64,
+        intermediate_dim=256), dtype="mixed_bfloat16")
+    asked = dict(devices="v5e-8", batch=8, seq=1024, mesh_shapes=[(8, 1)], only="FSDP", program="tpu")
+    compiled = advise(llama, **asked).row("FSDP", (8, 1))
+    fused = advise(llama, attention="fused", **asked).row("FSDP", (8, 1))
+    assert "TPU's own program" in fused.program.source and "with the step's tokens" in fused.program.memory.how
+    # a row of 1,024 tokens, 8 heads: 32 MiB of f32 scores a block, of which the TPU's compiler keeps little as
+    # compiled (11 MiB in all): fused, a little less, and more than the state alone
+    assert fused.program.memory.arguments < fused.program.memory.peak < compiled.program.memory.peak
+    assert fused.program.flops == compiled.program.flops
+
+
 CHAIN = """HloModule step
 
 %start (p0: f32[4]) -> (f32[4], f32[16]) {

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
 
 from course_utils import setup_devices
