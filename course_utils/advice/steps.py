@@ -51,23 +51,7 @@ class Steps:
         step = (self.rows, self.seq)
         if not self.levers.memory:
             return self._whole({n: self._read(n, _tokens(*step), candidate, target) for n in self.built})
-        if target:
-            points = own_points(*step)
-            own = {(n, p): self._own(n, p, candidate, target) for n in self.built for p in points}
-            programs = {n: replace(own[n, points[0]], flops=self._cpu(n, step, candidate).flops) for n in self.built}
-            terms = {n: equal_tokens_fitted({p: own[n, p].memory.temporaries for p in points}, self.seq)
-                     for n in self.built}
-            how = (f"compiled at {points[0][1]:,} and {points[1][1]:,} tokens a sequence with the step's tokens a "
-                   f"device, and at {points[2][1]:,} with half of them, fitted")
-            kept = OWN_TYPES
-        else:
-            points = [(self.rows, s) for s in seq_points(self.seq)]
-            cpu = {(n, p): self._cpu(n, p, candidate) for n in self.built for p in points}
-            programs = {n: cpu[n, step] for n in self.built}
-            terms = {n: fitted({s: cpu[n, (r, s)].memory.temporaries for r, s in points}, self.seq)
-                     for n in self.built}
-            how = f"compiled at {', '.join(f'{s:,}' for _, s in points)} tokens, fitted"
-            kept = self.kept
+        programs, terms, kept, how = (self._own_fit if target else self._cpu_fit)(candidate, target)
         whole = self._whole(programs)
         first = 1 if self.depth else None
         memory = levered_memory(terms[first], terms[2] - terms[1] if self.depth else None, programs[first].memory,
@@ -75,6 +59,28 @@ class Steps:
                                 self._block_input(candidate), gradients_and_gathered(self.model, candidate),
                                 rows_split=candidate.batch_split, how=how)
         return replace(whole, memory=memory, recomputed=whole.flops / 3 if self.levers.remat else 0.0)
+
+    def _own_fit(self, candidate: Candidate, target):
+        """The programs at the step's tokens, with one block and two, from the accelerator's own compiled at three
+        short points (the CPU program's FLOPs at the step's length), their memory's terms, and how it was found."""
+        step = (self.rows, self.seq)
+        points = own_points(*step)
+        own = {(n, p): self._own(n, p, candidate, target) for n in self.built for p in points}
+        programs = {n: replace(own[n, points[0]], flops=self._cpu(n, step, candidate).flops) for n in self.built}
+        terms = {n: equal_tokens_fitted({p: own[n, p].memory.temporaries for p in points}, self.seq)
+                 for n in self.built}
+        return programs, terms, OWN_TYPES, (f"compiled at {points[0][1]:,} and {points[1][1]:,} tokens a sequence with "
+                                            f"the step's tokens a device, and at {points[2][1]:,} with half of them, "
+                                            f"fitted")
+
+    def _cpu_fit(self, candidate: Candidate, _target=None):
+        """The programs at the step's length, with one block and two, from XLA's CPU program compiled at three
+        lengths, their memory's terms, the share of its bytes an accelerator keeps, and how it was found."""
+        points = [(self.rows, s) for s in seq_points(self.seq)]
+        cpu = {(n, p): self._cpu(n, p, candidate) for n in self.built for p in points}
+        terms = {n: fitted({s: cpu[n, (r, s)].memory.temporaries for r, s in points}, self.seq) for n in self.built}
+        return ({n: cpu[n, (self.rows, self.seq)] for n in self.built}, terms, self.kept,
+                f"compiled at {', '.join(f'{s:,}' for _, s in points)} tokens, fitted")
 
     def _whole(self, programs: dict) -> StepProgram:
         """The model's step from its programs: extended from one block and two to its depth, or compiled whole."""
