@@ -29,12 +29,15 @@ at the sequence length, as compiled, is shared between the two terms as the trac
 On an accelerator's own program (`program="gpu"`, `"tpu"`) nothing is narrowed: it keeps bf16 as bf16 and fuses as
 the accelerator does. Its compiles are slower and its scores, at long sequences, are most of its buffers (a fit
 through s/4, s/2 and s then subtracts large numbers), so it is compiled short instead (`own_points`): the step's
-tokens a device in sequences of s0 (s halved until at most 256) and of 2 s0, and half the tokens at s0, and fitted
-as `a + b T + c T s` (`equal_tokens_fitted`): a token's vectors `b T` apart from the scores `c T s`. The collectives
-are that program's at the step's tokens, the FLOPs the CPU program's at the step's length.
+tokens a device in sequences of s0 (s halved until at most 32) and of 2 s0, and half the tokens at s0, and fitted
+as `a + b T + c T s` (`equal_tokens_fitted`): a token's vectors `b T` apart from the scores `c T s`. The shorter
+s0, the smaller the scores beside the rest and the steadier the fit: for the Llama standing in for MPT 1b at
+28,672 tokens a GPU, a block keeps 31.5, 32.2, 30.7, 29.4 and 17.2 bytes a token and unit of width fitted at s0 =
+16, 32, 64, 128 and 256 (where the scores' bytes are 1.4 times the rest). The collectives are that program's at
+the step's tokens, the FLOPs the CPU program's at the step's length.
 
 How far the two programs are apart, for the Llama standing in for MPT 760m at 96 x 512 tokens a GPU (`bench
-published-rows`; docs/BENCHMARKS.md): each block keeps 28.5 bytes a token and unit of width on the H100's program,
+published-rows`; docs/BENCHMARKS.md): each block keeps 30.9 bytes a token and unit of width on the H100's program,
 64.0 on the CPU's with its types narrowed (85.4 as XLA CPU keeps them): XLA CPU keeps float32 copies the GPU's
 fusions recompute (the norms', the gated feed-forward's). Korthikanti et al. (2022) count 34 for a GPT block in 16
 bits, 32 without dropout's masks. The CPU's figure is the one `program="cpu"` gives, and its notes say so.
@@ -108,11 +111,15 @@ def seq_points(seq: int) -> tuple[int, int, int]:
     return seq // 4, seq // 2, seq
 
 
+SHORT = 32  # the longest short sequence: at 32 tokens the scores a block keeps are about 2 % of its activations
+
+
 def own_points(rows: int, seq: int) -> tuple[tuple[int, int], ...]:
     """The (rows, length) an accelerator's own program is compiled at for the levers: the step's tokens at a short
-    length s0 (seq halved until it is at most 256, at least twice), the same tokens at 2 s0, half of them at s0."""
+    length s0 (seq halved until it is at most `SHORT`, at least twice), the same tokens at 2 s0, half of them at
+    s0."""
     short = seq // 4
-    while short > 256 and short % 2 == 0:
+    while short > SHORT and short % 2 == 0:
         short //= 2
     many = rows * (seq // short)
     return (many, short), (many // 2, 2 * short), (many // 2, short)

@@ -184,7 +184,7 @@ class Advice(Table):
                          f"less{hint}.")
             if self.levers.memory and d.kind == "gpu":
                 lines.append("With the levers, each block's activations are the CPU program's, their types narrowed: "
-                             "about twice what the GPU's own program keeps (64 against 28.5 bytes a token and unit "
+                             "about twice what the GPU's own program keeps (64 against 31 bytes a token and unit "
                              "of width for a Llama block; `advice.levers`). program='gpu' reads the GPU's own (make "
                              "gpu-targets): a verdict of 'no' here may fit there.")
         lines.append("The link each mesh axis crosses: " + "; ".join(

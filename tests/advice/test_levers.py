@@ -19,8 +19,9 @@ def test_the_fit_is_exact_through_its_three_points():
 
 
 @pytest.mark.parametrize("rows, seq, expected", [
-    (16, 1024, ((64, 256), (32, 512), (32, 256))),  # a quarter of the length is already short
-    (8, 65536, ((2048, 256), (1024, 512), (1024, 256))),  # halved until at most 256
+    (16, 64, ((64, 16), (32, 32), (32, 16))),  # a quarter of the length is already short
+    (16, 1024, ((512, 32), (256, 64), (256, 32))),  # halved until at most 32
+    (8, 65536, ((16384, 32), (8192, 64), (8192, 32))),
     (8, 32, ((32, 8), (16, 16), (16, 8))),
 ])
 def test_an_accelerators_program_is_compiled_short_with_the_steps_tokens(rows, seq, expected):
