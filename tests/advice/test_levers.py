@@ -64,6 +64,10 @@ def test_fused_attention_drops_what_grows_with_the_square_of_the_sequence(levere
     # fused, the activations grow with the sequence, not its square: twice the tokens, at most twice the bytes
     assert _row(levered["fused 2x"]).program.memory.temporaries < 2.05 * activations
     assert doubled < 2 * fused and "attention fused" in _row(levered["fused"]).program.memory.how
+    # the CPU program's activations, narrowed, are about twice the GPU's own: the notes say so where it applies
+    said = "about twice what the GPU's own program keeps"
+    assert any(said in line for line in levered["fused"].notes())
+    assert not any(said in line for line in levered["compiled"].notes())
 
 
 @pytest.mark.compiles_long  # the module's steps at three sequence lengths
