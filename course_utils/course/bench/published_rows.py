@@ -8,9 +8,9 @@ is asked of the advisor with the settings the run used: FSDP over the 8 GPUs on 
 default: XLA's GPU compiler through JAX's CUDA plugin, `make gpu-targets`; `--program cpu` reads XLA's CPU program,
 corrected, which keeps about twice the activations). MPT is not a keras-hub model: a Llama backbone of MPT's sizes
 stands in (its width, depth, heads and vocabulary; a gated feed-forward of 8/3 the width, three matrices for MPT's
-two of 4x: the same weights), so its activations are a Keras Llama's, not MPT's: on the GPU's program about 36
-bytes a token and unit of width per block, where Korthikanti et al. (2022) count 34 for a GPT block in 16 bits, 32
-without dropout's masks.
+two of 4x: the same weights), so its activations are a Keras Llama's, not MPT's: on the GPU's program about 31
+bytes a token and unit of width per block (30.9 for 760m, `advice.levers`), where Korthikanti et al. (2022) count
+34 for a GPT block in 16 bits, 32 without dropout's masks.
 
 It prints, per row: the advisor's GiB per device and verdict for FSDP,
 its tokens per second per GPU at the roofline, and a prediction: the roofline scaled by one factor calibrated on
