@@ -201,7 +201,11 @@ def _sane(block: Terms) -> bool:
 
 def _traced(block: Terms, kept, rows_split: int) -> Terms:
     """One block's growth at the sequence length as XLA CPU measured it, shared between what grows with the sequence
-    and what grows with its square as the traced residuals share it (a device's share of the batch)."""
+    and what grows with its square as the traced residuals share it (a device's share of the batch). On an
+    accelerator's own program (nothing traced) each term stands alone, none below zero: its scores are fitted at
+    short lengths, where a few bytes of noise grow to gigabytes at the step's length, and must not eat the rest."""
+    if not (kept.block_linear_bytes or kept.block_quadratic_bytes):
+        return Terms(block.constant, max(0.0, block.linear), max(0.0, block.quadratic))
     grown = block.linear + block.quadratic
     linear = _wide(kept.block_linear_bytes, kept.block_linear, rows_split)
     quadratic = _wide(kept.block_quadratic_bytes, kept.block_quadratic, rows_split)

@@ -113,3 +113,15 @@ def test_a_micro_batch_the_batch_axis_cannot_split_is_a_reason_not_a_crash(mlp):
     assert split and all(r.verdict == "cannot split" and "a micro-batch of 4 does not split over 8 devices of the "
                          "batch axis" in r.problem for r in split)
     assert all(r.program is not None for r in advice if r.mesh_shape == (4, 2))  # 4 rows split over 4
+
+
+def test_on_an_accelerators_own_program_a_block_whose_scores_fit_below_zero_keeps_its_vectors():
+    # the own fit's scores come from sequences of 32 tokens, scaled to the step's length: a little noise there is a
+    # large negative number at 8,192 tokens, which must not be taken from what the block's tokens keep
+    from course_utils.advice.levers import OWN_TYPES, Terms, levered_memory
+    from course_utils.memory.compiled import StepMemory
+
+    state = StepMemory(arguments=10, outputs=10, temporaries=0, aliased=10)
+    whole, block = Terms(5, 1000, 50), Terms(2, 400, -300)
+    memory = levered_memory(whole, block, state, state, 4, Levers("fused"), OWN_TYPES, block_input=1, held=7)
+    assert memory.temporaries == 7 + 1000 + 3 * 400
