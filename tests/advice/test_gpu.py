@@ -64,7 +64,7 @@ def test_the_levers_on_the_gpus_own_program_hold_what_it_holds_at_the_steps_toke
     config = dict(vocabulary_size=512, num_layers=4, num_query_heads=2, num_key_value_heads=2, hidden_dim=512,
                   intermediate_dim=1024)
     backbone = abstract_model(keras_hub.models.LlamaBackbone, config, dtype="mixed_bfloat16")
-    asked = dict(devices="8xH100-80GB", batch=64, seq=128, mesh_shapes=[(8, 1)], attention="fused")
+    asked = dict(devices="8xH100-80GB", batch=64, seq=128, mesh_shapes=[(8, 1)], attention="fused", only="FSDP")
     own = advise(backbone, program="gpu", **asked).row("FSDP", (8, 1))
     cpu = advise(backbone, **asked).row("FSDP", (8, 1))
     assert "with the step's tokens a device" in own.program.memory.how and "attention fused" in own.program.memory.how

