@@ -137,14 +137,13 @@ def test_the_levers_read_the_tpus_own_program_at_the_steps_tokens():
     llama = abstract_model(keras_hub.models.LlamaBackbone, dict(
         vocabulary_size=512, num_layers=2, num_query_heads=8, num_key_value_heads=8, hidden_dim=64,
         intermediate_dim=256), dtype="mixed_bfloat16")
-    asked = dict(devices="v5e-8", batch=8, seq=1024, mesh_shapes=[(8, 1)], only="FSDP", program="tpu")
+    asked = dict(devices="v5e-8", batch=8, seq=256, mesh_shapes=[(8, 1)], only="FSDP", program="tpu")
     compiled = advise(llama, **asked).row("FSDP", (8, 1))
     fused = advise(llama, attention="fused", **asked).row("FSDP", (8, 1))
     assert "TPU's own program" in fused.program.source and "with the step's tokens" in fused.program.memory.how
-    # a row of 1,024 tokens, 8 heads: 32 MiB of f32 scores a block, of which the TPU's compiler keeps little as
-    # compiled (11 MiB in all): fused, about as much (the short programs' own working space), more than the state
-    assert fused.program.memory.arguments < fused.program.memory.peak
-    assert fused.program.memory.peak == pytest.approx(compiled.program.memory.peak, rel=0.1)
+    # a row of 256 tokens, 8 heads: 2 MiB of f32 scores a block, which the TPU's compiler keeps as compiled (at 1,024
+    # tokens it keeps little of them): fused, none is kept, and never much more than as compiled
+    assert fused.program.memory.arguments < fused.program.memory.peak < compiled.program.memory.peak / 2
     assert fused.program.flops == compiled.program.flops
 
 
