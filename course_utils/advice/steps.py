@@ -51,7 +51,7 @@ class Steps:
         step = (self.rows, self.seq)
         if not self.levers.memory:
             return self._whole({n: self._read(n, _tokens(*step), candidate, target) for n in self.built})
-        programs, terms, kept, how = (self._own_fit if target else self._cpu_fit)(candidate, target)
+        programs, terms, kept, how = self._own_fit(candidate, target) if target else self._cpu_fit(candidate)
         whole = self._whole(programs)
         first = 1 if self.depth else None
         memory = levered_memory(terms[first], terms[2] - terms[1] if self.depth else None, programs[first].memory,
@@ -65,19 +65,20 @@ class Steps:
         short points (the CPU program's FLOPs at the step's length), their memory's terms, and how it was found."""
         step = (self.rows, self.seq)
         points = own_points(*step)
-        own = {(n, p): self._own(n, p, candidate, target) for n in self.built for p in points}
-        programs = {n: replace(own[n, points[0]], flops=self._cpu(n, step, candidate).flops) for n in self.built}
+        own = {(n, p): self._own(n, _tokens(*p), candidate, target) for n in self.built for p in points}
+        programs = {n: replace(own[n, points[0]], flops=self._cpu(n, _tokens(*step), candidate).flops)
+                    for n in self.built}
         terms = {n: equal_tokens_fitted({p: own[n, p].memory.temporaries for p in points}, self.seq)
                  for n in self.built}
         return programs, terms, OWN_TYPES, (f"compiled at {points[0][1]:,} and {points[1][1]:,} tokens a sequence with "
                                             f"the step's tokens a device, and at {points[2][1]:,} with half of them, "
                                             f"fitted")
 
-    def _cpu_fit(self, candidate: Candidate, _target=None):
+    def _cpu_fit(self, candidate: Candidate):
         """The programs at the step's length, with one block and two, from XLA's CPU program compiled at three
         lengths, their memory's terms, the share of its bytes an accelerator keeps, and how it was found."""
         points = [(self.rows, s) for s in seq_points(self.seq)]
-        cpu = {(n, p): self._cpu(n, p, candidate) for n in self.built for p in points}
+        cpu = {(n, p): self._cpu(n, _tokens(*p), candidate) for n in self.built for p in points}
         terms = {n: fitted({s: cpu[n, (r, s)].memory.temporaries for r, s in points}, self.seq) for n in self.built}
         return ({n: cpu[n, (self.rows, self.seq)] for n in self.built}, terms, self.kept,
                 f"compiled at {', '.join(f'{s:,}' for _, s in points)} tokens, fitted")
@@ -89,23 +90,18 @@ class Steps:
     def _read(self, n, tokens, candidate: Candidate, target) -> StepProgram:
         """The step with `n` blocks (None: the model as built) from the CPU program, or the accelerator's own with
         the CPU program's FLOPs."""
-        program = self._cpu_of(n, tokens, candidate)
-        if target:
-            own = read_kept(self.built[n], candidate, tokens, self.fsdp,
-                            lambda: _own_step(target, self.built[n], candidate, tokens), target=target)
-            program = replace(own, flops=program.flops)
-        return program
+        program = self._cpu(n, tokens, candidate)
+        return replace(self._own(n, tokens, candidate, target), flops=program.flops) if target else program
 
-    def _cpu(self, n, point: tuple[int, int], candidate: Candidate) -> StepProgram:
-        return self._cpu_of(n, _tokens(*point), candidate)
-
-    def _cpu_of(self, n, tokens, candidate: Candidate) -> StepProgram:
+    def _cpu(self, n, tokens, candidate: Candidate) -> StepProgram:
+        """The step with `n` blocks on `tokens`, from XLA's CPU program (read back when read before)."""
         model = self.built[n]
         return read_kept(model, candidate, tokens, self.fsdp,
                          lambda: read_step(model, candidate.distribution(), tokens, fsdp=self.fsdp))
 
-    def _own(self, n, point: tuple[int, int], candidate: Candidate, target) -> StepProgram:
-        model, tokens = self.built[n], _tokens(*point)
+    def _own(self, n, tokens, candidate: Candidate, target) -> StepProgram:
+        """The step with `n` blocks on `tokens`, from the accelerator's own program (read back when read before)."""
+        model = self.built[n]
         return read_kept(model, candidate, tokens, self.fsdp, lambda: _own_step(target, model, candidate, tokens),
                          target=target)
 
