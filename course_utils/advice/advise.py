@@ -31,8 +31,8 @@ def advise(model, *, devices, batch: int, seq: int | None = None, dtype: str = "
     """Every mesh shape x layout for `model` on `devices`, compiled, timed and ranked.
 
     Args:
-        model: A keras-hub preset name ("llama3_8b_en", see `PRESETS`), a keras-hub backbone (real or
-            shape-only, `abstract_model`), or a compiled Keras model.
+        model: A keras-hub preset name ("llama3_8b_en", see `PRESETS`), a keras-hub backbone of a causal language
+            model (real or shape-only, `abstract_model`; Llama, Gemma, GPT-2 ...), or a compiled Keras model.
         devices: A named device set ("8xH100-80GB", "v5e-8", see `hardware.DEVICE_SETS`) or your own
             `hardware.DeviceSet`. The course's simulated devices must be as many (`setup_devices(n)`).
         batch: The global batch: sequences for a backbone, examples for another model.

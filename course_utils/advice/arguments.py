@@ -95,7 +95,7 @@ def model_of(model, dtype: str):
             raise ValueError(f"model is a preset name, one of {sorted(PRESETS)}, a keras-hub backbone or a compiled "
                              f"Keras model. Received: model={model!r}.")
         return abstract_model(model, dtype=dtype), True
-    if isinstance(model, keras.Model) and hasattr(type(model), "get_layout_map"):
+    if isinstance(model, keras.Model) and language_backbone(model):
         return model, True
     if isinstance(model, keras.Model):
         from course_utils.guards import require_compiled
@@ -107,6 +107,15 @@ def model_of(model, dtype: str):
         return model, False
     raise TypeError(f"model is a preset name, a keras-hub backbone or a compiled Keras model. Received a "
                     f"{type(model).__name__}.")
+
+
+def language_backbone(model) -> bool:
+    """Whether `model` is a keras-hub backbone that keras-hub trains as a causal language model (a `...CausalLM`
+    of its name exists: Gemma, Llama, GPT-2, OPT ...); with an official layout map or without one."""
+    import keras_hub
+
+    return isinstance(model, keras_hub.models.Backbone) and hasattr(
+        keras_hub.models, type(model).__name__.replace("Backbone", "CausalLM"))
 
 
 def enough_devices(devices: DeviceSet) -> None:

@@ -1,7 +1,7 @@
 """The layouts the advisor tries: every mesh shape of the device count, with each layout that applies.
 
-For a keras-hub backbone (axes "batch" and "model", as its `get_layout_map` names them), on each shape
-(b, m) with b x m devices:
+For a keras-hub backbone with an official map (axes "batch" and "model", as its `get_layout_map` names them),
+on each shape (b, m) with b x m devices:
 - "data parallel" on (n, 1): every weight whole, the batch split over all devices;
 - "official map": the backbone's own `get_layout_map(mesh)` (on (n, 1) it is FSDP: its `model` entries
   split over one device);
@@ -13,10 +13,11 @@ For a keras-hub backbone (axes "batch" and "model", as its `get_layout_map` name
 - "experts over model" (m > 1), for a mixture of experts whose map leaves the experts whole.
 - "ZeRO-2" on (n, 1): every weight whole, Adam's state split over the batch axis (`layouts.zero`): each device sums
   its slice of the gradients, updates its slice and gathers the weights again.
-For any other Keras model, maps derived from its graph (`layouts.derive.derive_layout_map`): on (n, 1) "data
-parallel", "ZeRO-2" and "FSDP"; with a model axis, "tensor parallel" (Megatron's pairs, the rest whole) and,
-with a batch axis too, "FSDP + tensor parallel". A keras-hub backbone also gets its derived "FSDP" on (n, 1) and
-its "derived map" wherever it has a model axis.
+For any other Keras model (a keras-hub language model without `get_layout_map`, GPT-2, included), maps derived
+from its graph (`layouts.derive.derive_layout_map`): on (n, 1) "data parallel", "ZeRO-2" and "FSDP"; with a
+model axis, "tensor parallel" (Megatron's pairs, the rest whole) and, with a batch axis too, "FSDP + tensor
+parallel". A keras-hub backbone also gets its derived "FSDP" on (n, 1) and its "derived map" wherever it has a
+model axis.
 `layouts=` adds your own maps, each tried on every shape.
 
 On several nodes, meshes of three axes too, (replica, batch, model) = (nodes, b, m): HSDP, each layout above that

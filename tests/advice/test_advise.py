@@ -213,6 +213,19 @@ def test_a_layout_that_cannot_split_a_weight_says_which_in_words():
     assert verdicts[0] == "fits" and verdicts.index("cannot split") == verdicts.count("fits") and verdicts[-1] == "cannot split"
 
 
+def test_a_keras_hub_language_model_without_an_official_map_is_advised_as_one():
+    """GPT-2 has a causal language model in keras-hub but no `get_layout_map`: it is trained on tokens, as a Llama
+    is, and its candidates are the layouts derived from its graph."""
+    gpt2 = abstract_model(keras_hub.models.GPT2Backbone, dict(vocabulary_size=256, num_layers=1, num_heads=4,
+                                                             hidden_dim=32, intermediate_dim=128, dropout=0.0,
+                                                             max_sequence_length=16))
+    advice = advise(gpt2, devices="8xH100-80GB", batch=8, seq=16, mesh_shapes=[(8, 1)])
+    assert "8 x 16 tokens" in advice.title
+    assert {r.layout for r in advice} == {"data parallel", "ZeRO-2", "FSDP"}
+    assert all(r.verdict == "fits" for r in advice)
+    assert advice.row("FSDP", (8, 1)).memory_gib < advice.row("data parallel", (8, 1)).memory_gib
+
+
 def test_advising_twice_compiles_nothing_again(llama_and_advice, monkeypatch):
     from course_utils.program_cache import installed
 
