@@ -18,8 +18,12 @@ the module's tests read what it returned through the `from_built_course` fixture
 slow work needs no lesson run (nbgrader's grading) may define `in_background(folder)` instead: it
 is called once, in the same background thread, after the work on the course (when the lesson runs
 no longer take both cores), and the module's tests read what it returned through the
-`in_background` fixture. Tests that read either run after the
-others, as do the tests that read lesson runs.
+`in_background` fixture. A module whose slow work needs Binder's environment and a browser, and no
+run (a learner's path through every lesson) may define `after_the_lessons(folder, binder_env, browser)`:
+it is queued on the lesson runs' own threads after every run, so it starts as soon as one of them is free
+and runs beside the tests that are left, on the core the runs no longer take; its tests read what it
+returned through the `after_the_lessons` fixture. Tests that read any of these run after the others,
+as do the tests that read lesson runs.
 
 Browser tests share one headless Chromium per test module (Debian's, driven by Playwright).
 """
@@ -148,6 +152,7 @@ class LessonRuns:
     asking for a run waits for it, or starts it when nothing queued it. `course` is the course
     built from every learner's run, `after_course` queues work that reads it, and `background`
     work that needs no run; all three run, in the order queued, on one more background thread.
+    `after_runs` queues work on the runs' own threads, behind the runs queued before it.
     """
 
     def __init__(self, folder: Path, binder_env, lessons: list[Path]):
@@ -157,6 +162,7 @@ class LessonRuns:
         self._pool = ThreadPoolExecutor(LESSON_WORKERS, thread_name_prefix="lesson")
         self._course_pool = ThreadPoolExecutor(1, thread_name_prefix="course")
         self._course_futures: dict[str, object] = {}
+        self._after: dict[str, object] = {}
         self._lock = threading.Lock()
 
     def start(self, wanted) -> None:
@@ -188,6 +194,19 @@ class LessonRuns:
         """`work(folder)`, run once per `name` on the background thread, with a new folder of its own;
         returns its future."""
         return self._course_future(f"background {name}", lambda: work(self._new_folder(name)))
+
+    def after_runs(self, name: str, work):
+        """`work(folder, binder_env, browser)`, run once per `name` on the lesson runs' threads, behind every run
+        queued before it, with a folder of its own, Binder's environment and a Chromium of its own; its future."""
+        with self._lock:
+            if name not in self._after:
+                self._after[name] = self._pool.submit(self._after_runs, name, work)
+            return self._after[name]
+
+    def _after_runs(self, name: str, work):
+        folder, binder_env = self._new_folder(f"{name}-after"), self.binder_env()
+        with _chromium() as browser:
+            return work(folder, binder_env, browser)
 
     def close(self) -> None:
         self._course_pool.shutdown(wait=True, cancel_futures=True)
@@ -264,7 +283,7 @@ def pytest_generate_tests(metafunc):
 # the browser, the work they start in the background, every test marked `processes` (one that starts
 # Python processes or kernels: the machinery's modules, fresh interpreters) and every test marked
 # `compiles_long` (tens of seconds of compiling). The library and the exercise checkers stay.
-SLOW_FIXTURES = {"lesson_runs", "binder_env", "in_background", "browser", "built_course"}
+SLOW_FIXTURES = {"lesson_runs", "binder_env", "in_background", "after_the_lessons", "browser", "built_course"}
 
 
 def pytest_addoption(parser):
@@ -304,9 +323,10 @@ def pytest_collection_modifyitems(session, config, items):
     # a test of Binder's environment waits for its build (in the background, for the first learner's
     # run), and one that reads background work waits for it: they go after the other tests, which run meanwhile
     waiting = [item for item in items if item not in readers
-               and {"binder_env", "in_background"} & set(getattr(item, "fixturenames", ()))]
+               and {"binder_env", "in_background", "after_the_lessons"} & set(getattr(item, "fixturenames", ()))]
     items[:] = [item for item in items if item not in readers and item not in waiting] + waiting + readers
     config.stash[_BACKGROUND] = _modules_reading(waiting, "in_background")
+    config.stash[_AFTER_LESSONS] = _modules_reading(waiting, "after_the_lessons")
     every = lessons(ROOT / "notebooks")
     wanted = []
     for item in readers:
@@ -340,6 +360,7 @@ def _modules_reading(items, fixture: str) -> list:
 _WANTED = pytest.StashKey[list]()
 _AFTER_COURSE = pytest.StashKey[list]()
 _BACKGROUND = pytest.StashKey[list]()
+_AFTER_LESSONS = pytest.StashKey[list]()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -356,6 +377,9 @@ def _start_lesson_runs(request):
     # after the work on the course, when the lesson runs no longer take both cores
     for module in request.config.stash.get(_BACKGROUND, []):
         request.getfixturevalue("lesson_runs").background(module.__name__, module.in_background)
+    # behind every run queued above, on the runs' threads: it starts when they no longer need both
+    for module in request.config.stash.get(_AFTER_LESSONS, []):
+        request.getfixturevalue("lesson_runs").after_runs(module.__name__, module.after_the_lessons)
     yield
 
 
@@ -404,6 +428,15 @@ def in_background(request):
     """
     runs = request.getfixturevalue("lesson_runs")
     return runs.background(request.module.__name__, request.module.in_background).result()
+
+
+@pytest.fixture(scope="module")
+def after_the_lessons(request):
+    """What the test module's `after_the_lessons(folder, binder_env, browser)` returned, run on the lesson runs'
+    threads after the runs queued at the session's start (`lesson_runs` is asked for here, as for
+    `in_background`: reading this work starts no run)."""
+    runs = request.getfixturevalue("lesson_runs")
+    return runs.after_runs(request.module.__name__, request.module.after_the_lessons).result()
 
 
 @pytest.fixture(scope="module")

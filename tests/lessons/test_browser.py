@@ -9,7 +9,8 @@ Then opens the cells of the learner's lesson runs whose reports end in a verdict
 JupyterLab shows it: in the report's HTML, not only in its text form.
 Last, a learner's path through every lesson in one JupyterLab with Binder's environment and settings:
 each lesson opened, run, saved and closed in turn, the memory of the server and all it started
-sampled throughout, which must stay within what Binder gives a user.
+sampled throughout, which must stay within what Binder gives a user. The path runs beside the other
+tests, once the lesson runs no longer take both cores (`after_the_lessons`, tests/conftest.py).
 Screenshots go to `test-artifacts/browser/`. Needs the Playwright package and
 Debian's Chromium (`make test` installs both); it fails, never skips, without them.
 """
@@ -281,10 +282,17 @@ def _kernels_left(url: str, server: subprocess.Popen, wait_s: float = 60) -> int
         time.sleep(0.5)
 
 
-def test_a_learners_path_through_every_lesson_fits_in_binders_memory(binder_env, browser, tmp_path):
-    """Lessons 00 to 09 in one JupyterLab with Binder's settings: each closed tab stops its kernel."""
+def after_the_lessons(folder: Path, binder_env, browser) -> dict:
+    """A learner's path: every lesson in one JupyterLab with Binder's environment and settings, each opened, run,
+    saved and closed in turn. It runs beside the other tests once the lesson runs no longer take both cores
+    (conftest's `after_the_lessons`); the test below checks what it found.
+
+    Returns:
+        {"lessons": the lessons in order, "steps": one dict per lesson run (cells that failed, kernels open,
+        kernels left after closing, memory so far), "peak_mb": the most the server and all it started held}.
+    """
     bin_dir, env = binder_env
-    course = tmp_path / "notebooks"
+    course = folder / "notebooks"
     course.mkdir()
     paths = [shutil.copy(path, course) for path in lessons(ROOT / "notebooks")]  # the learner's copies run
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -298,17 +306,25 @@ def test_a_learners_path_through_every_lesson_fits_in_binders_memory(binder_env,
                 step = _run_save_and_close(page, url, path)
                 left = _kernels_left(url, server)
                 time.sleep(1.0)  # a sample after the kernel's process ended
-                step.update(lesson=path.stem, peak_mb=sampler.peak_mb, left=left, after_mb=sampler.now_mb)
-                steps.append(step)
-                print(f"{path.stem:32} peak so far {step['peak_mb']:6.0f} MB, after closing {step['after_mb']:6.0f} MB, "
-                      f"kernels left {step['left']}")
+                steps.append({**step, "lesson": path.stem, "peak_mb": sampler.peak_mb, "left": left,
+                              "after_mb": sampler.now_mb})
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "failure-path.png"), full_page=True)
             raise
         finally:
             sampler.stop()
             page.close()
+    return {"lessons": [Path(p).stem for p in paths], "steps": steps, "peak_mb": sampler.peak_mb}
+
+
+def test_a_learners_path_through_every_lesson_fits_in_binders_memory(after_the_lessons):
+    """Every lesson in one JupyterLab with Binder's settings: each closed tab stops its kernel."""
+    steps = after_the_lessons["steps"]
+    for step in steps:
+        print(f"{step['lesson']:32} peak so far {step['peak_mb']:6.0f} MB, after closing {step['after_mb']:6.0f} MB, "
+              f"kernels left {step['left']}")
+    assert [s["lesson"] for s in steps] == after_the_lessons["lessons"]  # the path went through every lesson
     assert [s["failed"] for s in steps] == [[] for _ in steps]  # every lesson ran to its end
     assert [s["kernels_open"] for s in steps] == [1] * len(steps)  # each ran in a kernel of its own
     assert [s["left"] for s in steps] == [0] * len(steps)  # closing the tab stopped its kernel
-    assert sampler.peak_mb < PATH_LIMIT_MB, steps
+    assert after_the_lessons["peak_mb"] < PATH_LIMIT_MB, steps
