@@ -7,6 +7,7 @@ measured step (`calibrated`), and says which link each mesh axis crosses (`links
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from course_utils._table import Table
@@ -17,6 +18,10 @@ from course_utils.advice.levers import Levers
 from course_utils.advice.program import StepProgram
 from course_utils.hardware import GIB, DeviceSet, Link, device_set
 from course_utils.memory.fit import CANNOT, FITS, HEADROOM, NO, TIGHT  # will_it_fit's words
+
+# The share of each GPU's memory JAX's client allocates when it starts, unless XLA_CLIENT_MEM_FRACTION says another
+# (jaxlib 0.10.2's xla_client reads it; the default is the plugin's, docs.jax.dev "GPU memory allocation")
+JAX_GPU_SHARE = 0.75
 
 
 @dataclass(frozen=True)
@@ -187,6 +192,7 @@ class Advice(Table):
                              "about twice what the GPU's own program keeps (64 against 31 bytes a token and unit "
                              "of width for a Llama block; `advice.levers`). program='gpu' reads the GPU's own (make "
                              "gpu-targets): a verdict of 'no' here may fit there.")
+        lines += self._gpu_allocation()
         lines.append("The link each mesh axis crosses: " + "; ".join(
             f"{shape_name(shape)}: " + ", ".join(self._crossed(shape))
             for shape in dict.fromkeys(r.mesh_shape for r in self.rows)))
@@ -200,6 +206,25 @@ class Advice(Table):
         lines += [f"- {r.layout} on {r.mesh_shape} {'does not fit' if r.verdict == NO else 'cannot run'}: {r.problem}"
                   for r in self.rows if r.problem]
         return lines
+
+    def _gpu_allocation(self) -> list[str]:
+        """On GPUs, what a JAX run of a step that fits needs besides the memory: JAX's client takes a share of each
+        GPU's memory when it starts (jaxlib 0.10, docs.jax.dev "GPU memory allocation"), 75 % unless told."""
+        d = self.devices
+        over = [r for r in self.rows if d.kind == "gpu" and r.verdict in (FITS, TIGHT)
+                and r.program.memory.peak > JAX_GPU_SHARE * d.memory_bytes]
+        if not over:
+            return []
+        named = ", ".join(f"{r.layout} on {shape_name(r.mesh_shape)}" for r in over[:3]) + (
+            f" and {len(over) - 3} more" if len(over) > 3 else "")
+        need = math.ceil(round(100 * max(r.program.memory.peak for r in over) / d.memory_bytes, 6)) / 100
+        return [f"JAX takes {JAX_GPU_SHARE:.0%} of a GPU's memory when it starts: a step over "
+                f"{JAX_GPU_SHARE * d.memory_bytes / GIB:.1f} GiB ({named}) runs with XLA_CLIENT_MEM_FRACTION set to "
+                f"{need:.2f} or more before JAX starts (XLA_PYTHON_CLIENT_MEM_FRACTION in older code). XLA's GPU "
+                f"compiler also "
+                f"recomputes on its own some of what a program holds beyond about three quarters of the memory (less "
+                f"its inputs and outputs; it logs 'Can't reduce memory use below'), at a cost the estimate does not "
+                f"count."]
 
     def _crossed(self, shape) -> list[str]:
         """'batch over NVLink 4 (NVSwitch), 4.5e+11 B/s' for each axis of `shape` longer than 1."""

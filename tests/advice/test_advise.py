@@ -201,6 +201,26 @@ def test_the_same_programs_timed_on_other_hardware(llama_advice):
         llama_advice.on("v5p-128")
 
 
+def test_a_gpu_step_over_what_jax_takes_at_its_start_says_how_to_run_it(llama_advice):
+    """JAX's client allocates 75 % of each GPU's memory when it starts: a step that fits the GPU but not that share
+    runs with XLA_CLIENT_MEM_FRACTION raised, and the notes say so for the steps it concerns, on GPUs only."""
+    from dataclasses import replace
+
+    from course_utils.hardware import device_set
+
+    assert not any("XLA_CLIENT_MEM_FRACTION" in line for line in llama_advice.notes())  # a tiny model on an H100
+    row = llama_advice.row("official map", (2, 4))
+    small = replace(device_set("8xH100-80GB"), name="8 small GPUs", memory_bytes=row.program.memory.peak / 0.95)
+    on_small = llama_advice.on(small)
+    (note,) = [line for line in on_small.notes() if "XLA_CLIENT_MEM_FRACTION" in line]
+    assert "official map on (2, 4)" in note and on_small.row("official map", (2, 4)).verdict == "tight"
+    assert "XLA_CLIENT_MEM_FRACTION set to 0.95 or more" in note  # what the largest of them needs, rounded up
+    over = [r for r in on_small if r.verdict in ("fits", "tight") and r.program.memory.peak > 0.75 * small.memory_bytes]
+    assert len(over) >= 1 and all(f"{r.layout} on " in note for r in over[:3])
+    tpu = replace(small, kind="tpu", name="8 small TPUs")
+    assert not any("XLA_CLIENT_MEM_FRACTION" in line for line in llama_advice.on(tpu).notes())
+
+
 def test_a_layout_that_cannot_split_a_weight_says_which_in_words():
     gemma = abstract_model(keras_hub.models.GemmaBackbone, dict(vocabulary_size=256, num_layers=1, num_query_heads=4,
                                                                num_key_value_heads=1, hidden_dim=32, intermediate_dim=64,

@@ -453,7 +453,9 @@ def test_no_daemon_outlives_a_stopped_or_killed_launcher(daemons, sig):
     launcher.send_signal(sig)
     launcher.communicate(timeout=30)
     assert launcher.returncode == (-9 if sig == signal.SIGKILL else 130)
-    assert all_gone(pids)
+    # a killed launcher cannot wait for them: its keepers stop them on their own (SIGTERM, a second's grace,
+    # SIGKILL), which takes a few seconds more on a machine whose two cores are busy (make test's last minutes)
+    assert all_gone(pids, within=30.0)
 
 
 def test_sigint_stops_a_launcher_that_inherited_it_ignored(spawner, tmp_path):
