@@ -111,11 +111,13 @@ def model_of(model, dtype: str):
 
 def language_backbone(model) -> bool:
     """Whether `model` is a keras-hub backbone that keras-hub trains as a causal language model (a `...CausalLM`
-    of its name exists: Gemma, Llama, GPT-2, OPT ...); with an official layout map or without one."""
+    of its name, or of the keras-hub backbone it derives from, exists: Gemma, Llama, GPT-2, OPT ...); with an
+    official layout map or without one."""
     import keras_hub
 
-    return isinstance(model, keras_hub.models.Backbone) and hasattr(
-        keras_hub.models, type(model).__name__.replace("Backbone", "CausalLM"))
+    from course_utils.memory.presets import causal_lm_class
+
+    return isinstance(model, keras_hub.models.Backbone) and causal_lm_class(type(model)) is not None
 
 
 def enough_devices(devices: DeviceSet) -> None:

@@ -153,16 +153,27 @@ def causal_lm_of(backbone):
 
     It adds no weights of its own (a shape-only backbone stays shape-only), only the head's use of them.
     """
-    import keras_hub
-
-    name = type(backbone).__name__.replace("Backbone", "CausalLM")
-    task = getattr(keras_hub.models, name, None)
+    task = causal_lm_class(type(backbone))
     if task is None:
-        raise ValueError(f"keras-hub has no {name} for {type(backbone).__name__}: pass a language model's backbone "
-                         f"(Gemma, Llama, Qwen ...).")
+        raise ValueError(f"keras-hub has no causal language model for {type(backbone).__name__}: pass a language "
+                         f"model's backbone (Gemma, Llama, Qwen ...).")
     # a name of its own, always the same: each model built for the same step compiles to the same program (Keras
     # would number a second one, and the compilation cache would miss it)
-    return task(backbone=backbone, preprocessor=None, name=f"{name.removesuffix('CausalLM').lower()}_causal_lm")
+    return task(backbone=backbone, preprocessor=None,
+                name=f"{task.__name__.removesuffix('CausalLM').lower()}_causal_lm")
+
+
+def causal_lm_class(backbone_class):
+    """keras-hub's causal language model of `backbone_class` (GemmaBackbone -> GemmaCausalLM), or of the first
+    keras-hub backbone it derives from (a backbone of your own built on GPT2Backbone trains as GPT2CausalLM); None
+    when there is none."""
+    import keras_hub
+
+    for cls in getattr(backbone_class, "__mro__", ()):
+        task = getattr(keras_hub.models, cls.__name__.replace("Backbone", "CausalLM"), None)
+        if cls.__name__.endswith("Backbone") and task is not None:
+            return task
+    return None
 
 
 def _resolve(model, config):

@@ -48,8 +48,11 @@ def test_advise_reads_the_gpus_own_program():
     from course_utils import advise
 
     backbone = abstract_model(keras_hub.models.LlamaBackbone, TINY, dtype="mixed_bfloat16")
-    advice = advise(backbone, devices="8xH100-80GB", batch=8, seq=32, mesh_shapes=[(8, 1)], program="gpu")
-    assert advice.program == "gpu" and all("GPU's own program" in r.program.source for r in advice if r.program)
+    # two of the five candidates on (8, 1): one whose weights are whole, one whose weights are split
+    advice = advise(backbone, devices="8xH100-80GB", batch=8, seq=32, mesh_shapes=[(8, 1)], program="gpu",
+                    only=("data parallel", "FSDP"))
+    assert advice.program == "gpu" and {r.layout for r in advice} == {"data parallel", "FSDP"}
+    assert all("GPU's own program" in r.program.source for r in advice)
 
 
 @needs_plugin
@@ -66,10 +69,9 @@ def test_the_levers_on_the_gpus_own_program_hold_what_it_holds_at_the_steps_toke
     backbone = abstract_model(keras_hub.models.LlamaBackbone, config, dtype="mixed_bfloat16")
     asked = dict(devices="8xH100-80GB", batch=64, seq=128, mesh_shapes=[(8, 1)], attention="fused", only="FSDP")
     own = advise(backbone, program="gpu", **asked).row("FSDP", (8, 1))
-    cpu = advise(backbone, **asked).row("FSDP", (8, 1))
     assert "with the step's tokens a device" in own.program.memory.how and "attention fused" in own.program.memory.how
-    # the same work, with the CPU's FLOPs; the GPU keeps fewer and narrower buffers
-    assert own.program.flops == cpu.program.flops and own.program.memory.peak < cpu.program.memory.peak
+    # (that the GPU keeps fewer and narrower buffers than the CPU's program says is the test above, and the FLOPs
+    # are the CPU program's by construction: `Steps._own_fit`)
     # all four blocks compiled whole by the GPU's compiler at a short length (sequences of 32: the scores are small),
     # with the step's tokens and with half of them: what half the tokens free is half of what the step's tokens
     # keep, which the advisor found from one block and two (its activations: the temporaries less what it holds

@@ -9,8 +9,10 @@ default: XLA's GPU compiler through JAX's CUDA plugin, `make gpu-targets`; `--pr
 corrected, which keeps about twice the activations). MPT is not a keras-hub model: a Llama backbone of MPT's sizes
 stands in (its width, depth, heads and vocabulary; a gated feed-forward of 8/3 the width, three matrices for MPT's
 two of 4x: the same weights), so its activations are a Keras Llama's, not MPT's: on the GPU's program about 31
-bytes a token and unit of width per block (30.9 for 760m, `advice.levers`), where Korthikanti et al. (2022) count
-34 for a GPT block in 16 bits, 32 without dropout's masks.
+bytes a token and unit of width per block (30.9 for 760m, `advice.levers`; 38.3 for 3b at 8,192 x 3), where
+Korthikanti et al. (2022) count 34 for a GPT block in 16 bits, 32 without dropout's masks. `--stand-in mpt` asks
+MPT's own block written with Keras layers instead (`bench.mpt`): XLA's GPU program keeps more of it (41.5 for 3b),
+so no Keras model here keeps what PyTorch kept of MPT's.
 
 It prints, per row: the advisor's GiB per device and verdict for FSDP,
 its tokens per second per GPU at the roofline, and a prediction: the roofline scaled by one factor calibrated on
@@ -59,12 +61,25 @@ def mpt_stand_in(size: str):
         hidden_dim=hidden, intermediate_dim=round(8 * hidden / 3)), dtype="mixed_bfloat16")
 
 
-def asked(row, program: str = "gpu"):
+def mpt_itself(size: str):
+    """A shape-only MPT-`size` (`bench.mpt.MptBackbone`: MPT's own block written with Keras layers), in mixed bf16."""
+    from course_utils.course.bench.mpt import MptBackbone
+    from course_utils.memory.presets import abstract_model
+
+    hidden, blocks, heads = MPT[size]
+    return abstract_model(MptBackbone, dict(vocabulary_size=50368, num_layers=blocks, num_heads=heads,
+                                            hidden_dim=hidden), dtype="mixed_bfloat16")
+
+
+STAND_INS = {"llama": mpt_stand_in, "mpt": mpt_itself}
+
+
+def asked(row, program: str = "gpu", stand_in: str = "llama"):
     """The advisor's answer for one published row, asked with the run's settings: its FSDP row."""
     from course_utils import advise
 
     size, seq, micro, accumulation, remat, _ = row
-    advice = advise(mpt_stand_in(size), devices=f"{GPUS}xH100-80GB", batch=GPUS * micro * accumulation, seq=seq,
+    advice = advise(STAND_INS[stand_in](size), devices=f"{GPUS}xH100-80GB", batch=GPUS * micro * accumulation, seq=seq,
                     mesh_shapes=[(GPUS, 1)], attention="fused", remat=remat, micro_batch=GPUS * micro,
                     program=program, only="FSDP")
     return advice.row("FSDP", (GPUS, 1))
@@ -89,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=len(ROWS), help="only the first N rows (all by default)")
     parser.add_argument("--program", choices=("gpu", "cpu"), default="gpu", help="the program read for memory "
                         "and collectives: the H100's own (make gpu-targets) or XLA's CPU program, corrected")
+    parser.add_argument("--stand-in", choices=sorted(STAND_INS), default="llama", help="the model asked for each "
+                        "row: keras-hub's Llama of MPT's sizes (a gated feed-forward of 8/3 the width), or MPT's own "
+                        "block written with Keras layers (bench/mpt.py)")
     parser.add_argument("--calibrate", default="7b:2048", help="the row whose reached share of the roofline "
                         "scales every prediction, model:sequence")
     args = parser.parse_args(argv)
@@ -97,10 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     setup_devices(GPUS)
     rows = ROWS[:args.rows]
     found, started = [], time.perf_counter()
-    print(f"FSDP on (8, 1), memory and collectives from the {args.program.upper()}'s program")
+    print(f"FSDP on (8, 1), memory and collectives from the {args.program.upper()}'s program, "
+          f"{'MPT written in Keras' if args.stand_in == 'mpt' else 'a Llama of MPT sizes'} for each row")
     print(f"{'row':25} {'GiB':>6} {'verdict':8} {'roofline':>9} {'published':>9}")
     for row in rows:
-        chosen = asked(row, args.program)
+        chosen = asked(row, args.program, args.stand_in)
         found.append(chosen)
         print(f"{row[0]:>5} {row[1]:>6} x{row[2]:<3} {'remat' if row[4] else '':6} "
               f"{chosen.memory_gib:6.1f} {chosen.verdict:8} {chosen.tokens_per_second:9,.0f} {row[5]:9,}", flush=True)
