@@ -134,8 +134,9 @@ def test_the_levers_read_the_tpus_own_program_at_the_steps_tokens():
     from course_utils import advise
     from course_utils.memory.presets import abstract_model
 
+    # one block, compiled whole (a deep model's one and two blocks: the GPU's levers test), at a quarter of the cost
     llama = abstract_model(keras_hub.models.LlamaBackbone, dict(
-        vocabulary_size=512, num_layers=2, num_query_heads=8, num_key_value_heads=8, hidden_dim=64,
+        vocabulary_size=512, num_layers=1, num_query_heads=8, num_key_value_heads=8, hidden_dim=64,
         intermediate_dim=256), dtype="mixed_bfloat16")
     asked = dict(devices="v5e-8", batch=8, seq=256, mesh_shapes=[(8, 1)], only="FSDP", program="tpu")
     compiled = advise(llama, **asked).row("FSDP", (8, 1))
