@@ -161,8 +161,7 @@ class LessonRuns:
         self._futures: dict[tuple[str, bool], object] = {}
         self._pool = ThreadPoolExecutor(LESSON_WORKERS, thread_name_prefix="lesson")
         self._course_pool = ThreadPoolExecutor(1, thread_name_prefix="course")
-        self._course_futures: dict[str, object] = {}
-        self._after: dict[str, object] = {}
+        self._once_futures: dict[str, object] = {}
         self._lock = threading.Lock()
 
     def start(self, wanted) -> None:
@@ -182,26 +181,23 @@ class LessonRuns:
 
     def course(self):
         """The course built once from every learner's run: (the build folder, its index page)."""
-        return self._course_future("", self._build_course).result()
+        return self._once("", self._build_course).result()
 
     def after_course(self, name: str, work):
         """`work(course, browser)`, run once per `name` as soon as the course is built, in the
         background with a Chromium of its own; returns its future."""
-        self._course_future("", self._build_course)  # queued first: the work reads it
-        return self._course_future(name, lambda: _with_chromium(work, self.course()))
+        self._once("", self._build_course)  # queued first: the work reads it
+        return self._once(name, lambda: _with_chromium(work, self.course()))
 
     def background(self, name: str, work):
         """`work(folder)`, run once per `name` on the background thread, with a new folder of its own;
         returns its future."""
-        return self._course_future(f"background {name}", lambda: work(self._new_folder(name)))
+        return self._once(f"background {name}", lambda: work(self._new_folder(name)))
 
     def after_runs(self, name: str, work):
         """`work(folder, binder_env, browser)`, run once per `name` on the lesson runs' threads, behind every run
         queued before it, with a folder of its own, Binder's environment and a Chromium of its own; its future."""
-        with self._lock:
-            if name not in self._after:
-                self._after[name] = self._pool.submit(self._after_runs, name, work)
-            return self._after[name]
+        return self._once(f"after {name}", lambda: self._after_runs(name, work), self._pool)
 
     def _after_runs(self, name: str, work):
         folder, binder_env = self._new_folder(f"{name}-after"), self.binder_env()
@@ -212,12 +208,12 @@ class LessonRuns:
         self._course_pool.shutdown(wait=True, cancel_futures=True)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def _course_future(self, name: str, job):
-        """`job()` queued once per `name` on the background thread; its future."""
+    def _once(self, name: str, job, pool=None):
+        """`job()` queued once per `name` on `pool` (the one background thread by default); its future."""
         with self._lock:
-            if name not in self._course_futures:
-                self._course_futures[name] = self._course_pool.submit(job)
-            return self._course_futures[name]
+            if name not in self._once_futures:
+                self._once_futures[name] = (pool or self._course_pool).submit(job)
+            return self._once_futures[name]
 
     def _new_folder(self, name: str) -> Path:
         folder = self.folder / f"background-{name.rsplit('.', 1)[-1]}"

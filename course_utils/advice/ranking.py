@@ -211,8 +211,8 @@ class Advice(Table):
         """On GPUs, what a JAX run of a step that fits needs besides the memory: JAX's client takes a share of each
         GPU's memory when it starts (jaxlib 0.10, docs.jax.dev "GPU memory allocation"), 75 % unless told."""
         d = self.devices
-        over = [r for r in self.rows if d.kind == "gpu" and r.verdict in (FITS, TIGHT)
-                and r.program.memory.peak > JAX_GPU_SHARE * d.memory_bytes]
+        over = [r for r in self.rows if r.verdict in (FITS, TIGHT)
+                and r.program.memory.peak > JAX_GPU_SHARE * d.memory_bytes] if d.kind == "gpu" else []
         if not over:
             return []
         named = ", ".join(f"{r.layout} on {shape_name(r.mesh_shape)}" for r in over[:3]) + (
@@ -221,10 +221,9 @@ class Advice(Table):
         return [f"JAX takes {JAX_GPU_SHARE:.0%} of a GPU's memory when it starts: a step over "
                 f"{JAX_GPU_SHARE * d.memory_bytes / GIB:.1f} GiB ({named}) runs with XLA_CLIENT_MEM_FRACTION set to "
                 f"{need:.2f} or more before JAX starts (XLA_PYTHON_CLIENT_MEM_FRACTION in older code). XLA's GPU "
-                f"compiler also "
-                f"recomputes on its own some of what a program holds beyond about three quarters of the memory (less "
-                f"its inputs and outputs; it logs 'Can't reduce memory use below'), at a cost the estimate does not "
-                f"count."]
+                f"compiler also recomputes on its own some of what a program holds beyond about three quarters of the "
+                f"memory (less its inputs and outputs; it logs 'Can't reduce memory use below'), at a cost the "
+                f"estimate does not count."]
 
     def _crossed(self, shape) -> list[str]:
         """'batch over NVLink 4 (NVSwitch), 4.5e+11 B/s' for each axis of `shape` longer than 1."""

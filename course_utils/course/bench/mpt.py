@@ -85,7 +85,6 @@ class MptBackbone(keras_hub.models.GPT2Backbone):
                                            outputs=self.layer_norm(x), dtype=dtype, **kwargs)
         self.vocabulary_size, self.num_layers, self.num_heads, self.hidden_dim = (vocabulary_size, num_layers,
                                                                                   num_heads, hidden_dim)
-        self.intermediate_dim, self.dropout, self.max_sequence_length = 4 * hidden_dim, 0.0, None
 
     def get_config(self):
         return {**keras_hub.models.Backbone.get_config(self), "vocabulary_size": self.vocabulary_size,
