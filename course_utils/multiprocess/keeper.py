@@ -11,7 +11,11 @@ parent ends, never to init. It then runs COMMAND as its only child (which the
 kernel kills when the keeper dies) and waits, reaping every orphan that ends.
 When the command ends, or the keeper is told to stop (SIGTERM, SIGHUP, SIGINT,
 the launcher's death), it stops every process still below it (SIGTERM, then
-SIGKILL after `GRACE_S`) and exits as the command did.
+SIGKILL after `GRACE_S`) and exits as the command did. Its signals are
+blocked and waited for, never handled, so nothing interrupts that clean-up: a
+launcher killed with SIGKILL sends the parent-death signal once for each
+thread it had (the kernel sends it again as each dying thread hands its
+children to the next), and those that come after the first stay pending.
 
 What no keeper can catch: a process started outside the tree on the tree's
 behalf (by a service such as systemd-run or at), and the descendants of a
@@ -34,40 +38,46 @@ import time
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 GRACE_S = 1.0  # shorter than the launcher's, which SIGKILLs the keeper after its own grace
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-
-
-class _Stop(Exception):
-    """Raised by the signal handler to leave the wait (a plain handler would let waitpid resume)."""
-
-
-def _stop(signum, frame) -> None:
-    raise _Stop(signum)
+WAKE_SIGNALS = {signal.SIGCHLD, *STOP_SIGNALS}
 
 
 def main(argv: list[str]) -> int:
     launcher, command = int(argv[1]), argv[2:]
     libc = ctypes.CDLL(None, use_errno=True)
+    for sig in WAKE_SIGNALS:  # the defaults (a parent may have ignored SIGINT), for the command to start with
+        signal.signal(sig, signal.SIG_DFL)
+    # Blocked and taken with sigwaitinfo, never handled: a stop that comes again during the clean-up (a launcher
+    # killed with SIGKILL sends the parent-death signal once for each of its threads) stays pending, unheard.
+    inherited = signal.pthread_sigmask(signal.SIG_BLOCK, WAKE_SIGNALS)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != launcher:  # the launcher died before the request took effect
         return 1
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1)
-    for sig in STOP_SIGNALS:  # handled (not ignored), so the command starts with the defaults
-        signal.signal(sig, _stop)
-    code, child = None, None
+
+    def as_a_command() -> None:  # in the command's process, before it starts
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, inherited)
+
     try:
-        child = subprocess.Popen(command, preexec_fn=lambda: libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL))
-        while code is None:
-            pid, status = os.waitpid(-1, 0)  # the command, or an orphan re-parented here
-            if pid == child.pid:
-                code = os.waitstatus_to_exitcode(status)
-    except (_Stop, ChildProcessError, OSError) as error:
-        if isinstance(error, OSError) and not isinstance(error, ChildProcessError):
-            print(f"keeper: cannot start {command[0]!r}: {error}", file=sys.stderr, flush=True)
-            code = 127
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)  # the clean-up runs to its end
-    code = stop_below(os.getpid(), child.pid if code is None and child else None, code)
-    return _exit_as(code)
+        child = subprocess.Popen(command, preexec_fn=as_a_command)
+    except OSError as error:
+        print(f"keeper: cannot start {command[0]!r}: {error}", file=sys.stderr, flush=True)
+        return _exit_as(stop_below(os.getpid(), None, 127))
+    code = _wait_for(child.pid)
+    return _exit_as(stop_below(os.getpid(), child.pid if code is None else None, code))
+
+
+def _wait_for(child: int) -> int | None:
+    """Reaps every orphan that ends until the command ends (its exit code) or a stop signal comes (None)."""
+    while True:
+        try:
+            while (found := os.waitpid(-1, os.WNOHANG))[0]:  # the command, or an orphan re-parented here
+                if found[0] == child:
+                    return os.waitstatus_to_exitcode(found[1])
+        except ChildProcessError:  # no child at all (cannot happen before the command is reaped): stop
+            return None
+        if signal.sigwaitinfo(WAKE_SIGNALS).si_signo != signal.SIGCHLD:
+            return None
 
 
 def stop_below(keeper: int, child: int | None, code: int | None) -> int:
@@ -113,6 +123,7 @@ def _exit_as(code: int) -> int:
         if -code != signal.SIGKILL:
             signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {-code})  # a stop signal is blocked: it ends this process here
         time.sleep(1)  # the signal arrives meanwhile
         return 128 - code
     return code

@@ -69,27 +69,29 @@ def gone(pid: int) -> bool:
 
 
 def launched_processes_alive() -> list[int]:
-    """Live processes carrying a launch's token, but for those a lesson kernel launched.
+    """Live processes carrying a launch's token, but for those in a Jupyter kernel's tree.
 
-    The session's lesson runs execute beside these tests, and lesson 06 launches processes of
-    its own from its kernel; those are the kernel's descendants and are not this module's to
-    count. A process a launch left behind is re-parented away from its kernel (to init or a
-    subreaper) and is counted wherever it came from.
+    The session's lesson runs and grading runs execute beside these tests: lesson 06 launches
+    processes of its own from its kernel, and grading runs each hand-in's kernel below a keeper
+    that carries its own token (a planted hand-in loops for 40 s). Neither is this module's to
+    count; a launch starts no kernel. A process a launch left behind is re-parented away from
+    its kernel (to init or a subreaper) and is counted wherever it came from.
     """
     alive = []
     for proc in psutil.process_iter():
         try:
             if (proc.status() != psutil.STATUS_ZOMBIE and process_group.TREE_ENV in proc.environ()
-                    and not _under_a_kernel(proc)):
+                    and not _in_a_kernels_tree(proc)):
                 alive.append(proc.pid)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
     return alive
 
 
-def _under_a_kernel(proc: psutil.Process) -> bool:
-    """Whether a Jupyter kernel (a lesson run of this session) is among the process's ancestors."""
-    return any("ipykernel_launcher" in " ".join(parent.cmdline()) for parent in proc.parents())
+def _in_a_kernels_tree(proc: psutil.Process) -> bool:
+    """Whether a Jupyter kernel is the process, one of its ancestors or one of its descendants."""
+    family = [proc, *proc.parents(), *proc.children(recursive=True)]
+    return any("ipykernel_launcher" in " ".join(member.cmdline()) for member in family)
 
 
 def no_children_left(patience: float = 30.0):
@@ -456,6 +458,37 @@ def test_no_daemon_outlives_a_stopped_or_killed_launcher(daemons, sig):
     # a killed launcher cannot wait for them: its keepers stop them on their own (SIGTERM, a second's grace,
     # SIGKILL), which takes a few seconds more on a machine whose two cores are busy (make test's last minutes)
     assert all_gone(pids, within=30.0)
+
+
+# Starts one keeper from its main thread while a thousand other threads wait, prints the pids below it, waits.
+MANY_THREADS = """
+import os, subprocess, sys, threading, time
+for _ in range(1000):
+    threading.Thread(target=time.sleep, args=(300,), daemon=True).start()
+below = subprocess.Popen([sys.executable, "-S", sys.argv[1], str(os.getpid()), sys.executable, sys.argv[2]],
+                         stdout=subprocess.PIPE, text=True, env={**os.environ, "MODE": "hang"})
+print(below.stdout.readline(), end="", flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="keepers are Linux only")
+def test_a_keeper_whose_launcher_had_many_threads_stops_every_daemon_when_it_is_killed(daemons, tmp_path):
+    """A launcher killed with SIGKILL sends its keepers the parent-death signal once for each thread it had.
+
+    The kernel sends it again each time a dying thread hands the keeper to the next (kernel/exit.c,
+    forget_original_parent). A keeper that handled the first and was cut short by the next left its
+    daemons to init: 11 runs in 20 with a thousand threads, and once in make test's CI run with three.
+    """
+    parent = tmp_path / "many_threads.py"
+    parent.write_text(MANY_THREADS)
+    for _ in range(10):
+        launcher = subprocess.Popen([sys.executable, str(parent), process_group.KEEPER, str(daemons)],
+                                    stdout=subprocess.PIPE, text=True)
+        found = daemon_pids([launcher.stdout.readline()])
+        launcher.kill()
+        launcher.communicate(timeout=30)
+        assert len(found) == 3 and all_gone(found, within=10.0), [pid for pid in found if not gone(pid)]
 
 
 def test_sigint_stops_a_launcher_that_inherited_it_ignored(spawner, tmp_path):
