@@ -45,12 +45,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 
 from course_utils import setup_devices  # noqa: E402
 from course_utils.xla_settings import CACHE_ENV, instruction_sets  # noqa: E402
-from course_utils.course.checking.lesson_runs import SERIES_WORKERS  # noqa: E402
 
-SETUP = setup_devices(8)
-# Kernels and subprocesses of every environment the tests start share this one's cache.
-if SETUP.compilation_cache:
-    os.environ[CACHE_ENV] = SETUP.compilation_cache
 ROOT = Path(__file__).resolve().parents[1]
 BINDER = ROOT / "binder"
 BINDER_KERNEL = "course-binder"
@@ -77,8 +72,13 @@ def solved_isa(path) -> str | None:
 
 _BUILT: dict = {}
 _BUILDING = threading.Lock()
-# lessons run at once, in the background: as many as a build runs (runner.SERIES_WORKERS), unless set
-LESSON_WORKERS = int(os.environ.get("COURSE_TEST_LESSON_WORKERS", SERIES_WORKERS))
+
+
+def lesson_workers() -> int:
+    """Lessons run at once, in the background: as many as a build runs (`SERIES_WORKERS`), unless set."""
+    from course_utils.course.checking.lesson_runs import SERIES_WORKERS
+
+    return int(os.environ.get("COURSE_TEST_LESSON_WORKERS", SERIES_WORKERS))
 
 
 @pytest.fixture(scope="session")
@@ -147,7 +147,7 @@ class LessonRuns:
     end with `VERDICTS_CELL`, so `run.verdicts()` gives every checker's verdict. Each run gets a
     temporary folder of its own as the kernel's TMPDIR (`tmpdir[stem, solved]`).
 
-    `start` queues the runs the selected tests need on `LESSON_WORKERS` background threads (each
+    `start` queues the runs the selected tests need on `lesson_workers()` background threads (each
     run is a kernel process of its own), so the lessons execute while the other tests run; a test
     asking for a run waits for it, or starts it when nothing queued it. `course` is the course
     built from every learner's run, `after_course` queues work that reads it, and `background`
@@ -159,7 +159,7 @@ class LessonRuns:
         self.folder, self.binder_env, self.lessons = folder, binder_env, lessons
         self.tmpdir: dict[tuple[str, bool], Path] = {}
         self._futures: dict[tuple[str, bool], object] = {}
-        self._pool = ThreadPoolExecutor(LESSON_WORKERS, thread_name_prefix="lesson")
+        self._pool = ThreadPoolExecutor(lesson_workers(), thread_name_prefix="lesson")
         self._course_pool = ThreadPoolExecutor(1, thread_name_prefix="course")
         self._once_futures: dict[str, object] = {}
         self._lock = threading.Lock()
@@ -289,12 +289,27 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    _set_up_devices(config)
     config.addinivalue_line("markers", "processes: the test starts Python processes, kernels or a browser (the machinery, "
                                        "fresh interpreters): left out of the fast lane")
     config.addinivalue_line("markers", "compiles_long: the test compiles programs for tens of seconds (the advisor's "
                                        "levers, the GPU's own program): left out of the fast lane")
     config.addinivalue_line("markers", "lesson_runs(*kinds): the test reads the session's runs of the lessons "
                                        "('learner', 'solved', 'isa'); such tests run last, their runs start first")
+
+
+def _set_up_devices(config) -> None:
+    """The 8 simulated CPU devices, before any test module is imported (and starts JAX); kernels and subprocesses of
+    every environment the tests start share this one's compilation cache.
+
+    Not in pytest-xdist's controller (`make test-fast`), which hands the tests out and runs none: each of its
+    workers sets up its own, and the controller's 5 s of JAX, Keras and devices would come before they start.
+    """
+    if getattr(config, "workerinput", None) is None and config.getoption("numprocesses", default=None):
+        return
+    setup = setup_devices(8)
+    if setup.compilation_cache:
+        os.environ[CACHE_ENV] = setup.compilation_cache
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected: no run starts for a test that will not run
