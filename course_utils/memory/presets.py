@@ -170,8 +170,9 @@ def causal_lm_class(backbone_class):
     import keras_hub
 
     for cls in getattr(backbone_class, "__mro__", ()):
-        task = getattr(keras_hub.models, cls.__name__.replace("Backbone", "CausalLM"), None)
-        if cls.__name__.endswith("Backbone") and task is not None:
+        task = cls.__name__.endswith("Backbone") and getattr(
+            keras_hub.models, cls.__name__.removesuffix("Backbone") + "CausalLM", None)
+        if task:
             return task
     return None
 

@@ -7,7 +7,7 @@ runs fit in 80 GB; the advisor must say so, and not by counting less than a step
 import pytest
 
 from course_utils.advice import gpu
-from course_utils.course.bench.published_rows import GPUS, MPT, ROWS, asked, mpt_stand_in
+from course_utils.course.bench.published_rows import GPUS, MPT, ROWS, VOCABULARY, asked, mpt_stand_in
 
 GIB = 2**30
 
@@ -22,7 +22,7 @@ def floor_bytes(size: str, seq: int, micro: int) -> float:
     rematerialisation) and the logits of its micro-batch (bf16)."""
     hidden, blocks, _ = MPT[size]
     tokens = micro * seq
-    return mpt_stand_in(size).count_params() * 16 / GPUS + blocks * tokens * hidden * 2 + tokens * 50368 * 2
+    return mpt_stand_in(size).count_params() * 16 / GPUS + blocks * tokens * hidden * 2 + tokens * VOCABULARY * 2
 
 
 @pytest.mark.skipif(not gpu.available(), reason="the CUDA plugin is not installed (make gpu-targets)")

@@ -27,7 +27,8 @@ import argparse
 import statistics
 import time
 
-# model: (hidden, blocks, heads); MPT's vocabulary is 50,368 for every size
+# model: (hidden, blocks, heads); MPT's vocabulary is the same for every size
+VOCABULARY = 50368
 MPT = {"760m": (1536, 24, 12), "1b": (2048, 24, 16), "3b": (2560, 32, 20), "7b": (4096, 32, 32),
        "13b": (5120, 40, 40), "30b": (7168, 48, 56)}
 # model, sequence, micro-batch per GPU, gradient accumulation, activation checkpointing, published tokens/s/GPU
@@ -57,7 +58,7 @@ def mpt_stand_in(size: str):
 
     hidden, blocks, heads = MPT[size]
     return abstract_model(keras_hub.models.LlamaBackbone, dict(
-        vocabulary_size=50368, num_layers=blocks, num_query_heads=heads, num_key_value_heads=heads,
+        vocabulary_size=VOCABULARY, num_layers=blocks, num_query_heads=heads, num_key_value_heads=heads,
         hidden_dim=hidden, intermediate_dim=round(8 * hidden / 3)), dtype="mixed_bfloat16")
 
 
@@ -67,7 +68,7 @@ def mpt_itself(size: str):
     from course_utils.memory.presets import abstract_model
 
     hidden, blocks, heads = MPT[size]
-    return abstract_model(MptBackbone, dict(vocabulary_size=50368, num_layers=blocks, num_heads=heads,
+    return abstract_model(MptBackbone, dict(vocabulary_size=VOCABULARY, num_layers=blocks, num_heads=heads,
                                             hidden_dim=hidden), dtype="mixed_bfloat16")
 
 
