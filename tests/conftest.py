@@ -26,6 +26,11 @@ returned through the `after_the_lessons` fixture. Tests that read any of these r
 as do the tests that read lesson runs.
 
 Browser tests share one headless Chromium per test module (Debian's, driven by Playwright).
+
+The lesson runs' kernels ask for less of the cores than the tests here (`LESSON_RUN_NICENESS`), and when the session
+runs lessons, the tests that start processes and read none of the work above run in a second pytest process started
+with the session (`BesideRun`), their reports read back here in their place: pytest's own process is the suite's
+longest chain, and both let it end sooner.
 """
 
 import json
@@ -305,6 +310,9 @@ SLOW_FIXTURES = {"lesson_runs", "binder_env", "in_background", "after_the_lesson
 
 
 def pytest_addoption(parser):
+    parser.addoption("--beside", action="store_true",
+                     help="run the tests marked `processes` that read no lesson run in a second pytest process beside "
+                          "this one, as the whole suite does")
     parser.addoption("--fast", action="store_true",
                      help="the fast lane: the library and the exercise checkers; no lesson runs, no Binder "
                           "environment, no browser, no test that starts processes (make test-fast)")
@@ -318,6 +326,8 @@ def pytest_configure(config):
                                        "levers, the GPU's own program): left out of the fast lane")
     config.addinivalue_line("markers", "lesson_runs(*kinds): the test reads the session's runs of the lessons "
                                        "('learner', 'solved', 'isa'); such tests run last, their runs start first")
+    if os.environ.get(BESIDE_ENV):
+        _BESIDE_CONFIG.append(config)
 
 
 def _set_up_devices(config) -> None:
@@ -357,7 +367,10 @@ def pytest_collection_modifyitems(session, config, items):
     # run), and one that reads background work waits for it: they go after the other tests, which run meanwhile
     waiting = [item for item in items if item not in readers
                and {"binder_env", "in_background", "after_the_lessons"} & set(getattr(item, "fixturenames", ()))]
-    items[:] = [item for item in items if item not in readers and item not in waiting] + waiting + readers
+    rest = [item for item in items if item not in readers and item not in waiting]
+    beside = [item for item in rest if _beside_wanted(config, readers) and _runs_beside(item)]
+    items[:] = [item for item in rest if item not in beside] + beside + waiting + readers
+    config.stash[_BESIDE] = [item.nodeid for item in beside]
     config.stash[_BACKGROUND] = _modules_reading(waiting, "in_background")
     config.stash[_AFTER_LESSONS] = _modules_reading(waiting, "after_the_lessons")
     every = lessons(ROOT / "notebooks")
@@ -391,6 +404,7 @@ def _modules_reading(items, fixture: str) -> list:
 
 
 _WANTED = pytest.StashKey[list]()
+_BESIDE = pytest.StashKey[list]()
 _AFTER_COURSE = pytest.StashKey[list]()
 _BACKGROUND = pytest.StashKey[list]()
 _AFTER_LESSONS = pytest.StashKey[list]()
@@ -591,3 +605,99 @@ def mesh():
     from course_utils import make_mesh
 
     return make_mesh((2, 4), ("data", "model"))
+
+
+# Tests that start processes (marked `processes`) spend their time in those processes while pytest waits. When the
+# session runs lessons (the whole suite, or --beside), those that read none of its lesson runs, Binder's environment,
+# browsers or background work run in a second pytest process, started with the session, beside the tests here:
+# pytest's own process was the suite's longest chain, its last 230 to 300 s alone on one core. Their reports are
+# read back here, in their place (after the other tests), as if they had run here.
+BESIDE_ENV = "COURSE_TEST_BESIDE_REPORTS"  # set in the second process: the file its reports go to
+_BESIDE_RUN = pytest.StashKey[object]()
+_BESIDE_CONFIG: list = []
+
+
+def _beside_wanted(config, readers) -> bool:
+    return (not os.environ.get(BESIDE_ENV) and getattr(config, "workerinput", None) is None
+            and not config.getoption("numprocesses", default=None) and bool(readers or config.getoption("beside")))
+
+
+def _runs_beside(item) -> bool:
+    return bool(item.get_closest_marker("processes")) and not (SLOW_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+class BesideRun:
+    """The second pytest process, running `nodeids`; `reports(nodeid)` waits for it to end and gives that test's."""
+
+    def __init__(self, nodeids: list[str]):
+        import tempfile
+
+        self.nodeids = set(nodeids)
+        self.folder = Path(tempfile.mkdtemp(prefix="course-tests-beside-"))
+        self.file, self.log = self.folder / "reports.jsonl", self.folder / "output.txt"
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *nodeids],
+                                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                            env={**os.environ, BESIDE_ENV: str(self.file)})
+        self._read: dict | None = None
+
+    def reports(self, config, item) -> list:
+        if self._read is None:
+            self.process.wait()
+            self._read = {}
+            lines = self.file.read_text().splitlines() if self.file.exists() else []
+            for line in lines:
+                data = json.loads(line)
+                self._read.setdefault(data.pop("$nodeid"), []).append(data)
+        found = [config.hook.pytest_report_from_serializable(config=config, data=data)
+                 for data in self._read.get(item.nodeid, [])]
+        if any(report.when == "teardown" for report in found):
+            return found
+        from _pytest.reports import TestReport
+
+        output = self.log.read_text(errors="replace")[-4000:]
+        when = "teardown" if any(report.when == "call" for report in found) else "call"
+        return found + [TestReport(item.nodeid, item.location, {}, "failed", f"The second pytest process (exit code "
+                                   f"{self.process.returncode}) ran {item.nodeid} without a report of its {when}. Its "
+                                   f"output's end:\n{output}", when)]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session):
+    """The second process starts before the first test, and is stopped (and its files gone) after the last."""
+    nodeids = session.config.stash.get(_BESIDE, [])
+    run = BesideRun(nodeids) if nodeids and not session.config.option.collectonly else None
+    session.config.stash[_BESIDE_RUN] = run
+    try:
+        return (yield)
+    finally:
+        if run is not None:
+            run.stop()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A test run beside: its reports from the second process, logged here in its place."""
+    beside = item.config.stash.get(_BESIDE_RUN, None)
+    if beside is None or item.nodeid not in beside.nodeids:
+        return None
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    for report in beside.reports(item.config, item):
+        item.ihook.pytest_runtest_logreport(report=report)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+
+
+def pytest_runtest_logreport(report):
+    """In the second process: each report written for the first to read."""
+    if _BESIDE_CONFIG:
+        config = _BESIDE_CONFIG[0]
+        data = config.hook.pytest_report_to_serializable(config=config, report=report)
+        with open(os.environ[BESIDE_ENV], "a") as out:
+            out.write(json.dumps({"$nodeid": report.nodeid, **data}) + "\n")
