@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import course_utils
+from course_utils.course.lesson_parts import parse_source
 
 PACKAGE = Path(course_utils.__file__).parent
 ENTRY_POINTS = ("__init__", "launch")  # the flat API and the command lines, not library
@@ -33,7 +34,7 @@ def imports_of(path: Path) -> set[str]:
     """The course_utils modules a file imports, at its top and inside its functions alike: `from course_utils
     import setup_devices` is an import of the module the flat API loads it from."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parse_source(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("course_utils.")}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("course_utils"):
@@ -189,7 +190,7 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_keras_internals_is_imported_by_library_modules_only():
     importers = []
     for path in PACKAGE.rglob("*.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse_source(path.read_text(encoding="utf-8"))
         names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         if "course_utils.keras_internals" in names or any(
@@ -207,10 +208,10 @@ def test_every_public_name_is_the_one_its_home_module_defines(name):
     value = getattr(course_utils, name)
     assert value is getattr(importlib.import_module(home), name)
     source = Path(importlib.util.find_spec(home).origin)
-    defined = {n.name for n in ast.parse(source.read_text()).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    defined |= {t.id for n in ast.parse(source.read_text()).body if isinstance(n, ast.Assign)
+    defined = {n.name for n in parse_source(source.read_text()).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {t.id for n in parse_source(source.read_text()).body if isinstance(n, ast.Assign)
                 for t in n.targets if isinstance(t, ast.Name)}
-    imported = {a.asname or a.name for n in ast.parse(source.read_text()).body
+    imported = {a.asname or a.name for n in parse_source(source.read_text()).body
                 if isinstance(n, ast.ImportFrom) for a in n.names}
     # defined there, or a package's face handing on its own submodule's name
     assert name in defined or (name in imported and source.name == "__init__.py"), (name, home)

@@ -227,9 +227,11 @@ def _names(source: str) -> tuple[set[str], set[str]]:
     """(names a cell defines, names it reads) of a code cell; IPython's `%` and `!` lines left out."""
     import ast
 
+    from course_utils.course.lesson_parts import parse_source
+
     code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
     defined, used = set(), set()
-    for node in ast.walk(ast.parse(code)):
+    for node in ast.walk(parse_source(code)):
         if isinstance(node, ast.Name):
             (defined if isinstance(node.ctx, ast.Store) else used).add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):

@@ -27,6 +27,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from course_utils.course.lesson_parts import parse_source
+
 CLAIMS = "claims"
 HARNESS = "course_harness"  # metadata flag of the cells the runner adds
 MARK = "COURSE_CLAIMS="
@@ -88,7 +90,7 @@ def claims_of(notebook) -> list[Claim]:
             if not (isinstance(entry, dict) and set(entry) == {"says", "check"}):
                 raise ValueError(f"Cell {i}: a claim is {{'says': ..., 'check': ...}}. Received: {entry!r}.")
             try:
-                ast.parse(entry["check"], mode="eval")
+                parse_source(entry["check"], mode="eval")
             except SyntaxError as error:
                 raise ValueError(f"Cell {i}: the check of {entry['says']!r} is not a Python expression: "
                                  f"{entry['check']!r} ({error.msg}).") from None
@@ -149,7 +151,7 @@ def check_cell_source(claims: list[Claim]) -> str:
 
 
 def _comparison_sides(check: str) -> tuple[str, str] | None:
-    node = ast.parse(check, mode="eval").body
+    node = parse_source(check, mode="eval").body
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
         return ast.unparse(node.left), ast.unparse(node.comparators[0])
     return None

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.course.lesson_parts import exercise_cell
+from course_utils.course.lesson_parts import exercise_cell, parse_source
 
 REFUSED, BROKEN = "refused", "broken"
 
@@ -149,7 +149,7 @@ def untouched(source: str) -> bool:
     """Whether an exercise cell is still the blank the lesson hands out: its checked name given `...`
     (`answer = ...  # a shape`), then the check call, and nothing else."""
     try:
-        call, body = exercise_cell(source), ast.parse(source).body
+        call, body = exercise_cell(source), parse_source(source).body
     except (ValueError, SyntaxError):
         return False
     assigns = [node for node in body if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call))]
