@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import course_utils
-from course_utils.course.lesson_parts import parse_source
+from course_utils.course.parsing import parse_source
 
 PACKAGE = Path(course_utils.__file__).parent
 ENTRY_POINTS = ("__init__", "launch")  # the flat API and the command lines, not library

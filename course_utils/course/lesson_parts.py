@@ -12,29 +12,16 @@ import ast
 import json
 import os
 import re
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
+from course_utils.course.parsing import parse_source
+
 EXERCISE_TAG = "exercise"
 _SOLUTION = re.compile(r"<details>.*?```python\n(.*?)```.*?</details>", re.S)
 _TEACHER_ONLY = re.compile(r"\s*<details>\s*<summary>\s*(Solution|Teacher's notes)\s*</summary>")
-
-
-# CPython 3.11 (3.11.7 here) counts the depth of every thread's AST construction in one place: two threads turning
-# source into `ast` objects at once can break each other's count, and `ast.parse` then fails with "SystemError: AST
-# constructor recursion depth mismatch" (python/cpython#106905; met in a test session whose lesson runs, on two
-# threads, read their claims while the tests parsed modules). The course parses on several threads (a series' lessons
-# run side by side), so every parse takes this lock.
-_PARSING = threading.Lock()
-
-
-def parse_source(source: str, mode: str = "exec") -> ast.AST:
-    """`ast.parse(source, mode=mode)`, one thread at a time (see `_PARSING`)."""
-    with _PARSING:
-        return ast.parse(source, mode=mode)
 
 
 def lessons(folder: str | os.PathLike = "notebooks") -> list[Path]:

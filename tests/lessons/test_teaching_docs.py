@@ -227,7 +227,7 @@ def _names(source: str) -> tuple[set[str], set[str]]:
     """(names a cell defines, names it reads) of a code cell; IPython's `%` and `!` lines left out."""
     import ast
 
-    from course_utils.course.lesson_parts import parse_source
+    from course_utils.course.parsing import parse_source
 
     code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
     defined, used = set(), set()

@@ -27,7 +27,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from course_utils.course.lesson_parts import parse_source
+from course_utils.course.parsing import parse_source
 
 CLAIMS = "claims"
 HARNESS = "course_harness"  # metadata flag of the cells the runner adds

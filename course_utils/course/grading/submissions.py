@@ -21,7 +21,8 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.course.lesson_parts import exercise_cell, parse_source
+from course_utils.course.lesson_parts import exercise_cell
+from course_utils.course.parsing import parse_source
 
 REFUSED, BROKEN = "refused", "broken"
 

@@ -1,4 +1,4 @@
-"""Reading a lesson's source on several threads at once (`lesson_parts.parse_source`)."""
+"""Reading a lesson's source on several threads at once (`parsing.parse_source`)."""
 
 import subprocess
 import sys
@@ -9,7 +9,7 @@ import pytest
 # switched out while CPython builds its `ast` objects, as a busy process's collector does now and then.
 RACE = """
 import ast, gc, sys, threading
-from course_utils.course.lesson_parts import parse_source
+from course_utils.course.parsing import parse_source
 sys.setswitchinterval(1e-6)
 gc.callbacks.append(lambda phase, info: None)
 gc.set_threshold(50)
