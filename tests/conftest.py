@@ -36,6 +36,7 @@ longest chain, and both let it end sooner.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -627,7 +628,8 @@ def _runs_beside(item) -> bool:
 
 
 class BesideRun:
-    """The second pytest process, running `nodeids`; `reports(nodeid)` waits for it to end and gives that test's."""
+    """The second pytest process, running `nodeids`; `reports(config, item)` waits for it to end and gives that
+    test's reports (with a failure for any part of it the process never reported)."""
 
     def __init__(self, nodeids: list[str]):
         import tempfile
@@ -662,9 +664,15 @@ class BesideRun:
                                    f"output's end:\n{output}", when)]
 
     def stop(self) -> None:
+        """Stopped as Ctrl-C stops pytest (its fixtures stop what its tests started), killed if it has not ended 30 s
+        later; its files removed."""
         if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
