@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
