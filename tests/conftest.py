@@ -267,7 +267,7 @@ class LessonRuns:
 # How much less of the cores a lesson run's kernel asks for than the tests in this process (Linux's niceness).
 # The tests that run here one after another are the session's longest chain; the runs, which are read only at
 # the end, take what that chain leaves. At the same priority the chain got two thirds of a core beside two
-# runs, and the session's last 300 to 500 s were this process alone, with the second core mostly idle.
+# runs, and the session's last 230 to 500 s were this process alone, with the second core mostly idle.
 LESSON_RUN_NICENESS = 10
 
 
@@ -369,7 +369,7 @@ def pytest_collection_modifyitems(session, config, items):
     waiting = [item for item in items if item not in readers
                and {"binder_env", "in_background", "after_the_lessons"} & set(getattr(item, "fixturenames", ()))]
     rest = [item for item in items if item not in readers and item not in waiting]
-    beside = [item for item in rest if _beside_wanted(config, readers) and _runs_beside(item)]
+    beside = [item for item in rest if _runs_beside(item)] if _beside_wanted(config, readers) else []
     items[:] = [item for item in rest if item not in beside] + beside + waiting + readers
     config.stash[_BESIDE] = [item.nodeid for item in beside]
     config.stash[_BACKGROUND] = _modules_reading(waiting, "in_background")
@@ -611,7 +611,7 @@ def mesh():
 # Tests that start processes (marked `processes`) spend their time in those processes while pytest waits. When the
 # session runs lessons (the whole suite, or --beside), those that read none of its lesson runs, Binder's environment,
 # browsers or background work run in a second pytest process, started with the session, beside the tests here:
-# pytest's own process was the suite's longest chain, its last 230 to 300 s alone on one core. Their reports are
+# pytest's own process was the suite's longest chain, its last 230 to 500 s alone on one core. Their reports are
 # read back here, in their place (after the other tests), as if they had run here.
 BESIDE_ENV = "COURSE_TEST_BESIDE_REPORTS"  # set in the second process: the file its reports go to
 _BESIDE_RUN = pytest.StashKey[object]()

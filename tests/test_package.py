@@ -208,11 +208,10 @@ def test_every_public_name_is_the_one_its_home_module_defines(name):
     value = getattr(course_utils, name)
     assert value is getattr(importlib.import_module(home), name)
     source = Path(importlib.util.find_spec(home).origin)
-    defined = {n.name for n in parse_source(source.read_text()).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    defined |= {t.id for n in parse_source(source.read_text()).body if isinstance(n, ast.Assign)
-                for t in n.targets if isinstance(t, ast.Name)}
-    imported = {a.asname or a.name for n in parse_source(source.read_text()).body
-                if isinstance(n, ast.ImportFrom) for a in n.names}
+    body = parse_source(source.read_text()).body
+    defined = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {t.id for n in body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    imported = {a.asname or a.name for n in body if isinstance(n, ast.ImportFrom) for a in n.names}
     # defined there, or a package's face handing on its own submodule's name
     assert name in defined or (name in imported and source.name == "__init__.py"), (name, home)
 
