@@ -331,6 +331,14 @@ def pytest_configure(config):
         _BESIDE_CONFIG.append(config)
 
 
+def _xdist_role(config) -> str:
+    """This process's part in a pytest-xdist run: 'controller' (hands tests out, runs none), 'worker', or 'single' (no
+    pytest-xdist, or `-n 0`)."""
+    if getattr(config, "workerinput", None) is not None:
+        return "worker"
+    return "controller" if config.getoption("numprocesses", default=None) else "single"
+
+
 def _set_up_devices(config) -> None:
     """The 8 simulated CPU devices, before any test module is imported (and starts JAX); kernels and subprocesses of
     every environment the tests start share this one's compilation cache.
@@ -338,7 +346,7 @@ def _set_up_devices(config) -> None:
     Not in pytest-xdist's controller (`make test-fast`), which hands the tests out and runs none: each of its
     workers sets up its own, and the controller's 5 s of JAX, Keras and devices would come before they start.
     """
-    if getattr(config, "workerinput", None) is None and config.getoption("numprocesses", default=None):
+    if _xdist_role(config) == "controller":
         return
     setup = setup_devices(8)
     if setup.compilation_cache:
@@ -619,8 +627,8 @@ _BESIDE_CONFIG: list = []
 
 
 def _beside_wanted(config, readers) -> bool:
-    return (not os.environ.get(BESIDE_ENV) and getattr(config, "workerinput", None) is None
-            and not config.getoption("numprocesses", default=None) and bool(readers or config.getoption("beside")))
+    return (not os.environ.get(BESIDE_ENV) and _xdist_role(config) == "single"
+            and bool(readers or config.getoption("beside")))
 
 
 def _runs_beside(item) -> bool:
