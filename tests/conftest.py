@@ -363,8 +363,6 @@ def pytest_collection_modifyitems(session, config, items):
     learner's; one with neither gets both. A test parametrized by a lesson `path` reads that lesson's
     runs; any other reads every lesson's.
     """
-    from course_utils.course.lesson_parts import lessons
-
     if config.getoption("fast"):
         slow = [item for item in items if SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
                 or item.get_closest_marker("processes") or item.get_closest_marker("compiles_long")]
@@ -382,6 +380,14 @@ def pytest_collection_modifyitems(session, config, items):
     config.stash[_BESIDE] = [item.nodeid for item in beside]
     config.stash[_BACKGROUND] = _modules_reading(waiting, "in_background")
     config.stash[_AFTER_LESSONS] = _modules_reading(waiting, "after_the_lessons")
+    config.stash[_WANTED] = _runs_wanted(readers)
+    config.stash[_AFTER_COURSE] = _modules_reading(readers, "from_built_course")
+
+
+def _runs_wanted(readers) -> list:
+    """The lesson runs the tests in `readers` read, as (path, solved, instruction set), in the order they start."""
+    from course_utils.course.lesson_parts import lessons
+
     every = lessons(ROOT / "notebooks")
     wanted = []
     for item in readers:
@@ -403,8 +409,7 @@ def pytest_collection_modifyitems(session, config, items):
         run[1], other_isa(run) is False, -int(run[0].stem[:2]) if other_isa(run) else int(run[0].stem[:2])))
     learners = [run for run in wanted if not run[1]]
     others = [run for run in wanted if run[1]]
-    config.stash[_WANTED] = learners[:1] + others[:1] + learners[1:] + others[1:]
-    config.stash[_AFTER_COURSE] = _modules_reading(readers, "from_built_course")
+    return learners[:1] + others[:1] + learners[1:] + others[1:]
 
 
 def _modules_reading(items, fixture: str) -> list:

@@ -164,35 +164,7 @@ class Advice(Table):
     def notes(self) -> list[str]:
         if not self.rows:
             return [f"No candidate: {self.empty}"]
-        d = self.devices
-        peak = f"{d.flops_per_second:.3g} FLOP/s" + (f" at {self.efficiency:.0%} of it" if self.efficiency < 1 else "")
-        links = f"{d.inside.name} {d.inside.bytes_per_second:.3g} B/s" + (
-            f", between nodes {d.between.name} {d.between.bytes_per_second:.3g} B/s" if d.between else "")
-        corrected = [r.program.corrected for r in self.rows if r.program]
-        lines = [f"Estimates for {d.name} ({d.chip}: {peak}, {d.memory_bytes / GIB:.1f} GiB, {links}), not "
-                 f"measurements: compute = FLOPs / peak; each collective = its ring bytes / the link its axis crosses "
-                 f"+ its ring's hops x the link's latency; "
-                 f"within a pass the two overlap. bound by: which is longer in the forward or backward pass, or over "
-                 f"the step where collectives no pass hides (the optimizer's) wait longer than it computes."]
-        if self.program != "cpu":
-            source = next((r.program.source for r in self.rows if r.program), f"the {self.program.upper()}'s own")
-            lines.append(f"From {source}, compiled per candidate (shape-only): memory at the step's peak and the "
-                         f"collectives as the {self.program.upper()} sends them, each loop's counted once per round; "
-                         f"the FLOPs from XLA's CPU program.")
-        else:
-            hint = "; program='tpu' reads the TPU's own" if d.topology else ""
-            lines.append(f"From XLA's CPU program, compiled per candidate (shape-only): memory at the step's peak, "
-                         f"FLOPs, collectives; bytes counted as a {d.kind.upper()} sends them (bf16 where the CPU widened "
-                         f"bf16 values to f32, reduce-scatters for gradients kept as shards): up to "
-                         f"{max(corrected, default=0):.0%} fewer than the CPU program's. The memory is the CPU "
-                         f"program's peak, which computes bf16 products in f32: an accelerator's program can need "
-                         f"less{hint}.")
-            if self.levers.memory and d.kind == "gpu":
-                lines.append("With the levers, each block's activations are the CPU program's, their types narrowed: "
-                             "about twice what the GPU's own program keeps (64 against 31 bytes a token and unit "
-                             "of width for a Llama block; `advice.levers`). program='gpu' reads the GPU's own (make "
-                             "gpu-targets): a verdict of 'no' here may fit there.")
-        lines += self._gpu_allocation()
+        lines = [self._how_estimated(), *self._which_program(), *self._gpu_allocation()]
         lines.append("The link each mesh axis crosses: " + "; ".join(
             f"{shape_name(shape)}: " + ", ".join(self._crossed(shape))
             for shape in dict.fromkeys(r.mesh_shape for r in self.rows)))
@@ -205,6 +177,41 @@ class Advice(Table):
                          f"gradients are summed across replicas.")
         lines += [f"- {r.layout} on {r.mesh_shape} {'does not fit' if r.verdict == NO else 'cannot run'}: {r.problem}"
                   for r in self.rows if r.problem]
+        return lines
+
+    def _how_estimated(self) -> str:
+        """The devices the estimates are for, and how a step's time is estimated from its program."""
+        d = self.devices
+        peak = f"{d.flops_per_second:.3g} FLOP/s" + (f" at {self.efficiency:.0%} of it" if self.efficiency < 1 else "")
+        links = f"{d.inside.name} {d.inside.bytes_per_second:.3g} B/s" + (
+            f", between nodes {d.between.name} {d.between.bytes_per_second:.3g} B/s" if d.between else "")
+        return (f"Estimates for {d.name} ({d.chip}: {peak}, {d.memory_bytes / GIB:.1f} GiB, {links}), not "
+                f"measurements: compute = FLOPs / peak; each collective = its ring bytes / the link its axis crosses "
+                f"+ its ring's hops x the link's latency; "
+                f"within a pass the two overlap. bound by: which is longer in the forward or backward pass, or over "
+                f"the step where collectives no pass hides (the optimizer's) wait longer than it computes.")
+
+    def _which_program(self) -> list[str]:
+        """Which compiled program the memory, FLOPs and collectives were read from, and what that program counts."""
+        d = self.devices
+        if self.program != "cpu":
+            source = next((r.program.source for r in self.rows if r.program), f"the {self.program.upper()}'s own")
+            return [f"From {source}, compiled per candidate (shape-only): memory at the step's peak and the "
+                    f"collectives as the {self.program.upper()} sends them, each loop's counted once per round; "
+                    f"the FLOPs from XLA's CPU program."]
+        corrected = [r.program.corrected for r in self.rows if r.program]
+        hint = "; program='tpu' reads the TPU's own" if d.topology else ""
+        lines = [f"From XLA's CPU program, compiled per candidate (shape-only): memory at the step's peak, "
+                 f"FLOPs, collectives; bytes counted as a {d.kind.upper()} sends them (bf16 where the CPU widened "
+                 f"bf16 values to f32, reduce-scatters for gradients kept as shards): up to "
+                 f"{max(corrected, default=0):.0%} fewer than the CPU program's. The memory is the CPU "
+                 f"program's peak, which computes bf16 products in f32: an accelerator's program can need "
+                 f"less{hint}."]
+        if self.levers.memory and d.kind == "gpu":
+            lines.append("With the levers, each block's activations are the CPU program's, their types narrowed: "
+                         "about twice what the GPU's own program keeps (64 against 31 bytes a token and unit "
+                         "of width for a Llama block; `advice.levers`). program='gpu' reads the GPU's own (make "
+                         "gpu-targets): a verdict of 'no' here may fit there.")
         return lines
 
     def _gpu_allocation(self) -> list[str]:

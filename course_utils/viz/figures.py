@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import re
 
 from matplotlib.figure import Figure
 from matplotlib.text import Text

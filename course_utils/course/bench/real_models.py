@@ -43,10 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     setup = setup_devices(8)
     print(setup)
     import keras_hub
-    import numpy as np
     from keras import distribution
 
-    from course_utils import check_layout_map, communication_report, explain_layout, make_mesh
+    from course_utils import check_layout_map, explain_layout, make_mesh
 
     mesh = make_mesh((2, 4), ("batch", "model"))
     rows = []
@@ -63,16 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((name, len(model.variables), "check_layout_map", *check_s, f"{len(problems)} problems"))
         rows.append((name, len(model.variables), "explain_layout", *explain_s, ""))
         if name == "gemma":
-            with dist.scope():
-                lm = keras_hub.models.GemmaCausalLM(backbone=model, preprocessor=None)
-                lm.compile(optimizer="adam")
-            x = {"token_ids": np.zeros((8, 16), "int32"), "padding_mask": np.ones((8, 16), "bool")}
-            y = np.zeros((8, 16), "int32")
-            *first_s, _ = timed(lambda: communication_report(lm, dist, (x, y)), 1)
-            *report_s, report = timed(lambda: communication_report(lm, dist, (x, y)), 3)
-            rows.append(("gemma_causal_lm", len(lm.variables), "communication_report (first)", *first_s, ""))
-            rows.append(("gemma_causal_lm", len(lm.variables), "communication_report", *report_s,
-                         f"{len(report.collectives)} collectives in {len(report.by_layer())} groups"))
+            rows += _report_rows(model, dist)
     print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; median seconds "
           f"(cpu: this process's CPU time, all threads: on an idle machine wall lies between cpu / cores and cpu)")
     print(f"{'model':<16} {'vars':>4}  {'call':<30} {'wall':>8} {'cpu':>8}  {'target':>6}  note")
@@ -81,3 +71,22 @@ def main(argv: list[str] | None = None) -> int:
         mark = "" if target is None else ("ok" if wall <= target else "OVER")
         print(f"{model:<16} {count:>4}  {call:<30} {wall:8.3f} {cpu:8.3f}  {target or '-':>6}  {mark} {note}")
     return 0
+
+
+def _report_rows(backbone, dist) -> list[tuple]:
+    """The rows of `communication_report` on a Gemma language model around `backbone`: its first call, then three."""
+    import keras_hub
+    import numpy as np
+
+    from course_utils import communication_report
+
+    with dist.scope():
+        lm = keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=None)
+        lm.compile(optimizer="adam")
+    x = {"token_ids": np.zeros((8, 16), "int32"), "padding_mask": np.ones((8, 16), "bool")}
+    y = np.zeros((8, 16), "int32")
+    *first_s, _ = timed(lambda: communication_report(lm, dist, (x, y)), 1)
+    *report_s, report = timed(lambda: communication_report(lm, dist, (x, y)), 3)
+    return [("gemma_causal_lm", len(lm.variables), "communication_report (first)", *first_s, ""),
+            ("gemma_causal_lm", len(lm.variables), "communication_report", *report_s,
+             f"{len(report.collectives)} collectives in {len(report.by_layer())} groups")]

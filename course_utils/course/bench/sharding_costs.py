@@ -47,9 +47,8 @@ def main(argv=None) -> int:
 def measure_model(name: str) -> list[dict]:
     import keras
     import numpy as np
-    from keras import distribution
 
-    from course_utils import communication_report, compare_runs, make_layout_map, make_mesh, memory_report, models, run_training
+    from course_utils import communication_report, compare_runs, make_mesh, memory_report, models, run_training
 
     build_model, rules, x_shape = {
         "mlp": (models.mlp, models.mlp_rules(), (64,)),
@@ -67,17 +66,7 @@ def measure_model(name: str) -> list[dict]:
     single = run_training(build, data, epochs=EPOCHS, batch_size=BATCH, label="single device")
     rows = []
     for shape in SHAPES:
-        mesh = make_mesh(shape, ("data", "model"))
-        presets = {
-            # keras.distribution.DataParallel takes 1-D meshes only (on a 2-D mesh Keras 3.15.1
-            # fails while warning); an empty LayoutMap gives its layout on any mesh: every weight
-            # replicated, the batch split over "data".
-            "DataParallel": distribution.ModelParallel(layout_map=distribution.LayoutMap(mesh),
-                                                       batch_dim_name="data"),
-            "ModelParallel": distribution.ModelParallel(layout_map=make_layout_map(mesh, rules),
-                                                        batch_dim_name="data"),
-        }
-        for kind, dist in presets.items():
+        for kind, dist in _distributions(make_mesh(shape, ("data", "model")), rules).items():
             run = run_training(build, data, distribution=dist, epochs=EPOCHS, batch_size=BATCH)
             comm = communication_report(run.model, dist, (BATCH, *x_shape), target_shape=(BATCH,),
                                         target_dtype="int32")
@@ -89,6 +78,21 @@ def measure_model(name: str) -> list[dict]:
                 "equivalent": compare_runs(single, run).equivalent,
             })
     return rows
+
+
+def _distributions(mesh, rules) -> dict:
+    """The two distributions measured on a (data, model) mesh, by the name the table gives them."""
+    from keras import distribution
+
+    from course_utils import make_layout_map
+
+    return {
+        # keras.distribution.DataParallel takes 1-D meshes only (on a 2-D mesh Keras 3.15.1
+        # fails while warning); an empty LayoutMap gives its layout on any mesh: every weight
+        # replicated, the batch split over "data".
+        "DataParallel": distribution.ModelParallel(layout_map=distribution.LayoutMap(mesh), batch_dim_name="data"),
+        "ModelParallel": distribution.ModelParallel(layout_map=make_layout_map(mesh, rules), batch_dim_name="data"),
+    }
 
 
 def print_table(rows: list[dict], setup) -> None:

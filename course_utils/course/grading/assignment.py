@@ -96,6 +96,26 @@ def _grade_each(root: Path, assignment: str, submissions: list[Submission], time
     for broken in graded:
         memory.forget(assignment, broken.student)
     grader = fingerprint(root, assignment, per_cell)
+    todo = _to_run(root, assignment, submissions, grader, memory, regrade_all, graded, say)
+    if not todo:
+        return graded
+    with tempfile.TemporaryDirectory(prefix=f"grading-{assignment}-") as scratch:
+        template = make_template(root, assignment, Path(scratch), timeout=per_cell)
+        sandbox = choose_sandbox(hide=[root, Path(scratch)])
+        say(sandbox.describe())
+        course = CourseCopy(root) if sandbox.mode == NONE else None  # in the sandbox, no hand-in sees it
+        for submission in todo:
+            notebook = _prepared(root, assignment, submission)
+            one = grade_one(template, assignment, submission.student, notebook, timeout=per_cell,
+                            cells=code_cells(notebook), sandbox=sandbox)
+            graded.append(_kept_and_remembered(root, assignment, submission, notebook, one, course, grader,
+                                               memory, say))
+    return graded
+
+
+def _to_run(root: Path, assignment: str, submissions: list[Submission], grader: str, memory: GradingRecord,
+            regrade_all: bool, graded: list[Graded], say: Callable[[str], object]) -> list[Submission]:
+    """The hand-ins to run; each one unchanged since its last grade by the same grader goes into `graded` as kept."""
     todo, unchanged = [], 0
     for submission in (s for s in submissions if s.status not in (BROKEN, REFUSED)):
         notebook = _prepared(root, assignment, submission)
@@ -111,36 +131,32 @@ def _grade_each(root: Path, assignment: str, submissions: list[Submission], time
             f"{len(todo)} (grade --all runs every hand-in again)")
     elif regrade_all:
         say(f"--all: every hand-in runs again ({len(todo)})")
-    if not todo:
-        return graded
-    with tempfile.TemporaryDirectory(prefix=f"grading-{assignment}-") as scratch:
-        template = make_template(root, assignment, Path(scratch), timeout=per_cell)
-        sandbox = choose_sandbox(hide=[root, Path(scratch)])
-        say(sandbox.describe())
-        course = CourseCopy(root) if sandbox.mode == NONE else None  # in the sandbox, no hand-in sees it
-        for submission in todo:
-            notebook = _prepared(root, assignment, submission)
-            one = grade_one(template, assignment, submission.student, notebook, timeout=per_cell,
-                            cells=code_cells(notebook), sandbox=sandbox)
-            reached = course.put_back(submission.student) if course else ""
-            carried = (submission.message,) if submission.status == "carried over" else ()
-            one = replace(one, notes=carried + one.notes + ((reached,) if reached else ()))
-            if reached:
-                say(f"{submission.student}: {reached}")
-            kept = _executed(root, assignment, submission.student, notebook)
-            if one.autograded is not None:
-                kept.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(one.autograded, kept)
-                if course:
-                    course.keep(kept)
-            if one.scores and not reached:  # graded in full, by the course's check: no need to run it again
-                memory.remember(assignment, grader, one, notebook, kept)
-            elif not one.scores:  # the run failed: the same notebook's earlier points, if any, are kept
-                one = memory.kept_after_failure(assignment, grader, one, notebook) or one
-            else:
-                memory.forget(assignment, submission.student)  # it reached the course directory: run it next time
-            graded.append(one)
-    return graded
+    return todo
+
+
+def _kept_and_remembered(root: Path, assignment: str, submission: Submission, notebook: Path, one: Graded,
+                         course: CourseCopy | None, grader: str, memory: GradingRecord,
+                         say: Callable[[str], object]) -> Graded:
+    """A hand-in's grade once run: the course directory put back if it reached it, its executed notebook kept
+    where nbgrader keeps it, and the record told whether the next run may keep these points."""
+    reached = course.put_back(submission.student) if course else ""
+    carried = (submission.message,) if submission.status == "carried over" else ()
+    one = replace(one, notes=carried + one.notes + ((reached,) if reached else ()))
+    if reached:
+        say(f"{submission.student}: {reached}")
+    kept = _executed(root, assignment, submission.student, notebook)
+    if one.autograded is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(one.autograded, kept)
+        if course:
+            course.keep(kept)
+    if one.scores and not reached:  # graded in full, by the course's check: no need to run it again
+        memory.remember(assignment, grader, one, notebook, kept)
+    elif not one.scores:  # the run failed: the same notebook's earlier points, if any, are kept
+        one = memory.kept_after_failure(assignment, grader, one, notebook) or one
+    else:
+        memory.forget(assignment, submission.student)  # it reached the course directory: run it next time
+    return one
 
 
 def _executed(root: Path, assignment: str, student: str, notebook: Path) -> Path:
