@@ -67,12 +67,15 @@ class Drift:
         reference: The same for the first run and the rounding-only reference run, when given.
         step: The largest difference of any replayed step for this weight and its optimizer slots,
             relative to what the step changed (None for the losses, or when no step was replayed).
+        noise: Whether a replayed step of this weight or its slots was rounding noise, and not judged
+            (`step_replay.StepReplay.noise`).
     """
 
     name: str
     max_abs: float
     reference: float | None
     step: float | None
+    noise: bool = False
 
 
 class RunComparison(Table):
@@ -99,6 +102,7 @@ class RunComparison(Table):
     def cells(self, row: Drift) -> list[str]:
         reference = (f"{row.reference:.2e}",) if self.reference_label else ()
         step = "-" if row.step is None or np.isnan(row.step) else f"{row.step:.1e}"
+        step += " (noise not judged)" if row.noise else ""
         return [row.name, f"{row.max_abs:.2e}", *reference, step]
 
     @property
@@ -152,6 +156,11 @@ def _agrees(label: str, replay: StepReplay) -> str:
     text = (f"each of the {len(replay)} steps of {label}, replayed on one device from its own state, agrees "
             f"with it to float32 rounding (largest difference {worst:.1e} of what a step changed, in step "
             f"{step}, {tensor}; rounding's bound {ROUNDING:.1e})")
+    noise = replay.noise_only()
+    if noise:
+        text += (f"; not judged, as rounding noise: {_listed(noise)} (a step that moves by more than one example's "
+                 f"share when every weight moves by one unit in its last place: its gradient is zero in exact "
+                 f"arithmetic, as attention's key bias's is)")
     flipped = replay.steps_where(FLIPPED)
     if flipped:
         listed = ", ".join(map(str, flipped[:6])) + (" ..." if len(flipped) > 6 else "")
@@ -159,6 +168,10 @@ def _agrees(label: str, replay: StepReplay) -> str:
                             f"or within one example's share (1/{replay.rows}) where rounding flipped a "
                             f"decision (step{'s' * (len(flipped) > 1)} {listed})")
     return text
+
+
+def _listed(names: list[str], most: int = 4) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _beyond(label: str, replay: StepReplay) -> str:
@@ -206,10 +219,11 @@ def compare_runs(a, b, *, reference=None) -> RunComparison:
                   None if reference is None else _max_abs(a.losses, reference.losses), None)]
     ref_weights = list(reference.weights.values()) if reference is not None else [None] * len(a.weights)
     for (path, wa), wb, wr in zip(a.weights.items(), b.weights.values(), ref_weights):
-        steps = [replay.largest_for(run_path) for run, replay in ((a, a.replay), (b, b.replay)) if replay
-                 for run_path in [_path_in(run, path, a)]]
+        replayed = [(replay, _path_in(run, path, a)) for run, replay in ((a, a.replay), (b, b.replay)) if replay]
+        steps = [replay.largest_for(run_path) for replay, run_path in replayed]
         rows.append(Drift(path, _max_abs(wa, wb), None if wr is None else _max_abs(wa, wr),
-                          max(steps) if steps else None))
+                          max(steps) if steps else None,
+                          noise=any(replay.noise_for(run_path) for replay, run_path in replayed)))
     return RunComparison(
         rows, title=f"{a.label} vs {b.label}", setup_differences=setup_differences(a, b), replays=replays,
         reference_label=reference.label if reference is not None else None, steps=len(a.losses),

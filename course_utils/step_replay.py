@@ -25,6 +25,19 @@ Two bounds judge it, both derived from float32 (`explain_bounds`):
   how one example contributes to the gradient, never more than that example's share.
 A step within the first agrees to rounding; within the second, rounding flipped a decision; beyond
 both, the sharded step computed something else.
+
+Both bounds measure against what the step changed, which is the size of the terms rounding works on
+only when the terms do not cancel. Some gradients are zero in exact arithmetic, so that float32 gives
+rounding noise: attention's key bias adds the same amount to every score of a query, which the
+softmax ignores, and its gradient is a sum of terms that cancel. Its optimizer slots then move by
+noise, and a sharded step, whose sums run in another order, moves them by other noise (67 % of the
+step in the small transformer of `models`). So a step that is beyond both bounds is computed once
+more on one device, from its state with every weight moved by one unit in its last place (a change
+only rounding sees: a gradient that is not noise moves by a few units of rounding, or by one
+example's share where it flips a decision). A tensor that this moves by more than one example's share
+of what the step changed is rounding noise (`noise_only`): no order of sums reproduces it, so it is
+not judged, and the verdict says which. Every other tensor is judged as before: a gradient summed
+instead of averaged still moves its slots by several times the step.
 """
 
 from __future__ import annotations
@@ -50,6 +63,9 @@ class StepReplay:
         changes: Per step and tensor, what the one-device step changed, `|s_one - s_0|`.
         sizes: Per step and tensor, `|s_one|`.
         rows: The batch size: one example's share of a step is `1 / rows`.
+        nudged: Per step and tensor, how far the same step on one device moves when every weight it
+            starts from moves by one unit in its last place, `|s_nudged - s_one|`; measured only for a
+            step beyond both bounds without it, 0 elsewhere (None: never measured).
     """
 
     names: tuple[str, ...]
@@ -57,6 +73,7 @@ class StepReplay:
     changes: np.ndarray
     sizes: np.ndarray
     rows: int
+    nudged: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.differences)
@@ -68,9 +85,26 @@ class StepReplay:
         Each result is itself rounded to float32 once more when it is stored, by up to half a unit
         in its last place: that part of the difference (`2 * UNIT_ROUNDOFF * |s|` at most) says
         nothing about the step and is taken off first. A tensor the step left alone reads 0 when it
-        stayed put in both runs, and infinity when it moved in one only.
+        stayed put in both runs, and infinity when it moved in one only. A tensor whose step is
+        rounding noise (`noise`) reads 0: it is not judged.
         """
-        beyond_storage = np.maximum(self.differences - 2 * UNIT_ROUNDOFF * self.sizes, 0.0)
+        relative = self._against_changes(self.differences)
+        return relative if self.nudged is None else np.where(self.noise, 0.0, relative)
+
+    @property
+    def noise(self) -> np.ndarray:
+        """Per step and tensor: True where the step is rounding noise, moving by more than one example's share
+        of what it changed when every weight it starts from moves by one unit in its last place."""
+        if self.nudged is None:
+            return np.zeros(self.differences.shape, bool)
+        return self._against_changes(self.nudged) > self.flip_bound
+
+    def noise_only(self) -> list[str]:
+        """The tensors whose step was rounding noise in some step, by path, in the model's order."""
+        return [name for name, noise in zip(self.names, self.noise.any(axis=0)) if noise]
+
+    def _against_changes(self, differences: np.ndarray) -> np.ndarray:
+        beyond_storage = np.maximum(differences - 2 * UNIT_ROUNDOFF * self.sizes, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             relative = beyond_storage / self.changes
         return np.where(beyond_storage == 0, 0.0, relative)
@@ -101,10 +135,17 @@ class StepReplay:
 
     def largest_for(self, path: str) -> float:
         """The largest relative difference over all steps of a weight and of its optimizer slots."""
-        slot = path.replace("/", "_")
-        columns = [i for i, name in enumerate(self.names)
-                   if name == path or name.rsplit("/", 1)[-1].startswith(slot + "_")]
+        columns = self._columns_of(path)
         return float(self.relative[:, columns].max(initial=0.0)) if columns else float("nan")
+
+    def noise_for(self, path: str) -> bool:
+        """Whether a weight's step, or one of its optimizer slots', was rounding noise and not judged."""
+        return bool(self.noise[:, self._columns_of(path)].any())
+
+    def _columns_of(self, path: str) -> list[int]:
+        slot = path.replace("/", "_")
+        return [i for i, name in enumerate(self.names)
+                if name == path or name.rsplit("/", 1)[-1].startswith(slot + "_")]
 
 
 def classify(relative: float, flip_bound: float) -> str:
@@ -165,7 +206,7 @@ class StepReplayer:
     def __init__(self, twin, x: np.ndarray, y: np.ndarray, batch_size: int):
         self.twin, self.x, self.y, self.batch_size = twin, x, y, batch_size
         self.names: tuple[str, ...] = ()
-        self.step, self.rows, self._before = 0, [], None
+        self.step, self.rows, self.nudged, self._before = 0, [], [], None
 
     def start(self, model) -> None:
         self.names = state_names(model)
@@ -186,12 +227,31 @@ class StepReplayer:
         # only run, never read: the program may be shared with any model of these shapes
         with no_distribution(), keyed_without_names():
             one = keras_internals.one_step(self.twin, self._before, batch)
-        self.rows.append(_distances(_flat(self._before), _flat(sharded), _flat(one)))
+        row = _distances(_flat(self._before), _flat(sharded), _flat(one))
+        self.rows.append(row)
+        judged = StepReplay(self.names, *(np.array([part], np.float64) for part in row), rows=self.batch_size)
+        self.nudged.append([0.0] * len(self.names) if judged.agrees else self._nudged(batch, one))
         self._before, self.step = sharded, self.step + 1
+
+    def _nudged(self, batch, one) -> list[float]:
+        """Per tensor, `|s_nudged - s_one|`: the same step on one device from the state before it, every weight
+        moved by one unit in its last place, up or down at random (the same draw on every CPU)."""
+        from course_utils import keras_internals
+        from course_utils.xla_settings import keyed_without_names
+
+        trainable, non_trainable, optimizer = self._before
+        rng = np.random.default_rng(self.step)
+        nudged = [np.nextafter(w, np.where(rng.random(w.shape) < 0.5, -np.inf, np.inf).astype(w.dtype))
+                  if np.issubdtype(w.dtype, np.floating) else w for w in map(np.asarray, trainable)]
+        with no_distribution(), keyed_without_names():
+            other = keras_internals.one_step(self.twin, (nudged, non_trainable, optimizer), batch)
+        return [float(np.linalg.norm(np.asarray(a, np.float64) - np.asarray(b, np.float64)))
+                for a, b in zip(_flat(other), _flat(one))]
 
     def replay(self) -> StepReplay:
         table = np.array(self.rows, dtype=np.float64).reshape(len(self.rows), 3, len(self.names))
-        return StepReplay(self.names, table[:, 0], table[:, 1], table[:, 2], rows=self.batch_size)
+        nudged = np.array(self.nudged, dtype=np.float64).reshape(len(self.rows), len(self.names))
+        return StepReplay(self.names, table[:, 0], table[:, 1], table[:, 2], rows=self.batch_size, nudged=nudged)
 
 
 def _flat(state) -> list:

@@ -122,13 +122,23 @@ def test_runs_of_other_shapes_are_refused(runs, data):
 
 
 def _assert_judged_right(cases):
-    assert {name for name, case in cases.items() if case["equivalent"]} == {"data parallel", "model parallel"}
-    for name in ("dropped gradient", "lost shard", "summed over devices"):
+    assert {name for name, case in cases.items() if case["equivalent"]} == {
+        "data parallel", "model parallel", "transformer, data parallel"}
+    for name in ("dropped gradient", "lost shard", "summed over devices", "transformer, summed over devices"):
         assert cases[name]["verdict"].startswith(f"NOT equivalent: step 1 of {name}, replayed on one device"), name
         assert cases[name]["worst"] > 0.1, name  # far beyond one example's share (1/32)
     for name in ("data fed twice", "another learning rate", "another seed"):
         assert cases[name]["verdict"].startswith("NOT equivalent: the runs differ before their first step"), name
-    assert max(cases[name]["worst"] for name in ("data parallel", "model parallel")) <= 2.0**-12
+    right = ("data parallel", "model parallel", "transformer, data parallel")
+    assert max(cases[name]["worst"] for name in right) <= 2.0**-12
+    # the MLP's every step is judged; the transformer's attention key bias moves by rounding noise alone, and
+    # only it (with its two Adam slots) is left unjudged, and named, in the right run and the wrong one
+    assert not cases["data parallel"]["noise"] and not cases["summed over devices"]["noise"]
+    for name in ("transformer, data parallel", "transformer, summed over devices"):
+        assert [path.rsplit("/", 1)[-1] for path in cases[name]["noise"]] == [
+            "bias", "attn_key_bias_momentum", "attn_key_bias_velocity"], cases[name]["noise"]
+        assert cases[name]["noise"][0] == "attn/key/bias"
+    assert "not judged, as rounding noise: attn/key/bias" in cases["transformer, data parallel"]["verdict"]
 
 
 def test_planted_bugs_are_caught_and_right_runs_pass_on_this_cpu():

@@ -46,3 +46,19 @@ def test_a_weight_is_judged_with_its_optimizer_slots():
     r = replay([[0, 3e-6, 1e-9]], [[1, 1e-3, 1]], [[1, 1e-3, 1]])
     assert r.largest_for("d1/kernel") == pytest.approx(r.relative[0, 1])  # its momentum moved most
     assert r.largest_for("d2/kernel") == 0.0 and np.isnan(r.largest_for("d3/kernel"))
+
+
+def test_a_tensor_whose_step_is_rounding_noise_is_named_and_not_judged():
+    # d1's momentum differs by half of what the step changed; nudging every weight by one unit in its last
+    # place moved it by as much (its gradient is noise), while d2 moved by rounding only
+    differences, changes, sizes = [[1e-9, 5e-10, 1e-9]], [[1e-3, 1e-9, 1e-3]], [[1.0, 1e-9, 1.0]]
+    unmeasured = replay(differences, changes, sizes)
+    assert unmeasured.kinds() == [BEYOND] and unmeasured.noise_only() == []
+    nudged = StepReplay(unmeasured.names, *(np.array(a, np.float64) for a in (differences, changes, sizes)),
+                        rows=64, nudged=np.array([[1e-9, 8e-10, 1e-9]]))
+    assert nudged.noise_only() == ["adam/d1_kernel_momentum"] and nudged.noise_for("d1/kernel")
+    assert not nudged.noise_for("d2/kernel") and nudged.agrees and nudged.relative[0, 1] == 0.0
+    # one example's share is the line: a tensor a nudge moves by less is judged as before
+    within = StepReplay(unmeasured.names, *(np.array(a, np.float64) for a in (differences, changes, sizes)),
+                        rows=64, nudged=np.array([[0.0, 1e-9 / 70, 0.0]]))
+    assert within.noise_only() == [] and within.kinds() == [BEYOND]

@@ -13,6 +13,10 @@ the one-device twin that replays each step computes the right step:
   divides it out, its moments do not);
 - data fed twice: every batch's second half replaced by its first (two processes feeding one shard);
 - another learning rate, another seed: set-ups that differ before the first step.
+
+The lessons' small transformer (`models.transformer_block`) is judged too, right and with its gradient summed
+over the devices: its attention's key bias has a gradient that is zero in exact arithmetic, so its steps are
+rounding noise, which the right run must not be failed for and the wrong one must not be passed by.
 """
 
 import json
@@ -76,6 +80,35 @@ def build(bug="", lr=1e-2):
     return model
 
 
+def build_transformer(bug=""):
+    base = models.transformer_block(seq=8, width=32, heads=4, mlp_width=64, classes=4)
+    model = Model(base.inputs, base.outputs, name="transformer", loss_bug=bug)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def judge_transformer() -> dict:
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(ROWS, 8, 32)).astype("float32"), rng.integers(0, 4, ROWS).astype("int32")
+    dp = distribution.DataParallel(device_mesh=make_mesh((8,), ("data",)))
+    single = run_training(build_transformer, data, epochs=1, batch_size=BATCH, label="one device")
+    cases = {"transformer, data parallel": dict(distribution=dp),
+             "transformer, summed over devices": dict(distribution=dp,
+                                                      build=lambda: build_transformer("summed over devices"))}
+    return {name: _verdict(single, run_training(case.get("build", build_transformer), data,
+                                                distribution=case["distribution"], epochs=1, batch_size=BATCH,
+                                                label=name))
+            for name, case in cases.items()}
+
+
+def _verdict(single, run) -> dict:
+    comparison = compare_runs(single, run)
+    return {"equivalent": comparison.equivalent, "verdict": comparison.verdict(),
+            "worst": run.replay.worst()[2] if run.replay is not None else None,
+            "noise": run.replay.noise_only() if run.replay is not None else []}
+
+
 def judge() -> dict:
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(ROWS, 16)).astype("float32"), rng.normal(size=(ROWS, 4)).astype("float32")
@@ -102,10 +135,8 @@ def judge() -> dict:
     for name, case in cases.items():
         run = run_training(case.get("build", build), case.get("data", (x, y)), distribution=case["distribution"],
                            epochs=2, batch_size=BATCH, seed=case.get("seed", 0), label=name)
-        comparison = compare_runs(single, run)
-        worst = run.replay.worst()[2] if run.replay is not None else None
-        verdicts[name] = {"equivalent": comparison.equivalent, "verdict": comparison.verdict(), "worst": worst}
-    return verdicts
+        verdicts[name] = _verdict(single, run)
+    return {**verdicts, **judge_transformer()}
 
 
 if __name__ == "__main__":
