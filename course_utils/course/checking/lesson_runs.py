@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -222,10 +223,23 @@ def execute_series(paths: Iterable[str | os.PathLike], *, workers: int = SERIES_
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers is how many lessons run at once, a whole number of at least 1. "
                          f"Received: {workers!r}.")
-    kernels = Kernels()
+    kernels, stopped = Kernels(), threading.Event()
+
+    def run(path):
+        # A thread takes the next lesson as soon as its last one ends, before this generator hears of the
+        # end: so a lesson that fails stops the series itself, and a lesson whose turn comes after the
+        # series stopped never starts.
+        if stopped.is_set():
+            raise RuntimeError(f"{path}: not started, the series had stopped")
+        try:
+            return execute(path, _kernels=kernels, **kwargs)
+        except Exception:
+            if not keep_going:
+                stopped.set()
+            raise
+
     pool = ThreadPoolExecutor(workers, thread_name_prefix="lesson")
-    futures = collections.deque((Path(path), pool.submit(execute, path, _kernels=kernels, **kwargs))
-                                for path in paths)
+    futures = collections.deque((Path(path), pool.submit(run, path)) for path in paths)
     try:
         while futures:
             path, future = futures[0]  # still listed while awaited: Ctrl-C here must stop its kernel too
@@ -238,6 +252,7 @@ def execute_series(paths: Iterable[str | os.PathLike], *, workers: int = SERIES_
             futures.popleft()  # a run is dropped here once yielded
             yield run
     finally:
+        stopped.set()
         running = [f for _, f in futures if not f.cancel()]  # stopped early: these had started
         while running:
             kernels.kill()  # again each round, for a kernel that was still starting

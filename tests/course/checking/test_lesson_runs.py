@@ -57,6 +57,34 @@ def test_a_lesson_that_fails_stops_the_series_and_the_kernel_beside_it(tmp_path)
     assert not (tmp_path / "started").exists()
 
 
+def test_a_lesson_that_fails_while_an_earlier_one_runs_starts_no_later_one(tmp_path, monkeypatch):
+    """A thread takes the next lesson the moment its last one ends: the series stops there, not when the caller
+    reaches the failed lesson (here after the first, slow one)."""
+    import time
+
+    from course_utils.course.checking import lesson_runs
+
+    started = []
+
+    def fake_execute(path, **kwargs):
+        started.append(path.name)
+        if path.name == "slow":
+            time.sleep(2)
+            return "slow's run"
+        if path.name == "failing":
+            raise ValueError("the lesson is wrong")
+        return "a run after the failure"
+
+    monkeypatch.setattr(lesson_runs, "execute", fake_execute)
+    series = execute_series([tmp_path / "slow", tmp_path / "failing", tmp_path / "after"], workers=2)
+    assert next(series) == "slow's run"
+    with pytest.raises(ValueError, match="the lesson is wrong"):
+        next(series)
+    assert sorted(started) == ["failing", "slow"]
+    kept_going = list(execute_series([tmp_path / "failing", tmp_path / "after"], workers=1, keep_going=True))
+    assert [type(r).__name__ for r in kept_going] == ["Failed", "str"]
+
+
 def test_a_kernels_peak_is_its_own_not_that_of_the_process_that_started_it(tmp_path):
     """Linux carries a parent's peak memory into the child it starts: a kernel started by this test
     process, made large here, must still report only what the kernel itself held."""
