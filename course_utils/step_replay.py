@@ -242,7 +242,7 @@ class StepReplayer:
         trainable, non_trainable, optimizer = self._before
         rng = np.random.default_rng(self.step)
         nudged = [np.nextafter(w, np.where(rng.random(w.shape) < 0.5, -np.inf, np.inf).astype(w.dtype))
-                  if np.issubdtype(w.dtype, np.floating) else w for w in map(np.asarray, trainable)]
+                  if _floating(w.dtype) else w for w in map(np.asarray, trainable)]
         with no_distribution(), keyed_without_names():
             other = keras_internals.one_step(self.twin, (nudged, non_trainable, optimizer), batch)
         return [float(np.linalg.norm(np.asarray(a, np.float64) - np.asarray(b, np.float64)))
@@ -252,6 +252,17 @@ class StepReplayer:
         table = np.array(self.rows, dtype=np.float64).reshape(len(self.rows), 3, len(self.names))
         nudged = np.array(self.nudged, dtype=np.float64).reshape(len(self.rows), len(self.names))
         return StepReplay(self.names, table[:, 0], table[:, 1], table[:, 2], rows=self.batch_size, nudged=nudged)
+
+
+def _floating(dtype) -> bool:
+    """Whether values of `dtype` are floating point, bfloat16 and the other ml_dtypes types included."""
+    import ml_dtypes
+
+    try:
+        ml_dtypes.finfo(dtype)
+    except ValueError:
+        return False
+    return True
 
 
 def _flat(state) -> list:
