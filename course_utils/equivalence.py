@@ -102,7 +102,7 @@ class RunComparison(Table):
     def cells(self, row: Drift) -> list[str]:
         reference = (f"{row.reference:.2e}",) if self.reference_label else ()
         step = "-" if row.step is None or np.isnan(row.step) else f"{row.step:.1e}"
-        step += " (noise not judged)" if row.noise else ""
+        step = "rounding noise, not judged" if row.noise else step
         return [row.name, f"{row.max_abs:.2e}", *reference, step]
 
     @property
@@ -158,9 +158,7 @@ def _agrees(label: str, replay: StepReplay) -> str:
             f"{step}, {tensor}; rounding's bound {ROUNDING:.1e})")
     noise = replay.noise_only()
     if noise:
-        text += (f"; not judged, as rounding noise: {_listed(noise)} (a step that moves by more than one example's "
-                 f"share when every weight moves by one unit in its last place: its gradient is zero in exact "
-                 f"arithmetic, as attention's key bias's is)")
+        text += f"; {_unjudged(noise)}"
     flipped = replay.steps_where(FLIPPED)
     if flipped:
         listed = ", ".join(map(str, flipped[:6])) + (" ..." if len(flipped) > 6 else "")
@@ -170,8 +168,11 @@ def _agrees(label: str, replay: StepReplay) -> str:
     return text
 
 
-def _listed(names: list[str], most: int = 4) -> str:
-    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+def _unjudged(names: list[str], most: int = 4) -> str:
+    listed = ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+    return (f"not judged, as rounding noise: {listed} (each moved by more than one example's share of what the "
+            f"step changed when every float32 weight moved by one unit in its last place, as a gradient that is "
+            f"zero in exact arithmetic does, e.g. attention's key bias's)")
 
 
 def _beyond(label: str, replay: StepReplay) -> str:
@@ -185,7 +186,8 @@ def _beyond(label: str, replay: StepReplay) -> str:
             f"{tensor} by {size} ({worst / ROUNDING:,.0f} times rounding's bound, "
             f"beyond one example's share, 1/{replay.rows}), and {len(beyond)} of its {len(replay)} steps do. "
             f"That is not rounding: the sharded step computes something else. Check what each device is fed "
-            f"and that every gradient is averaged over the batch axis ({explain_bounds(replay.rows)}).")
+            f"and that every gradient is averaged over the batch axis ({explain_bounds(replay.rows)})."
+            + (f" Also {_unjudged(replay.noise_only())}." if replay.noise_only() else ""))
 
 
 def compare_runs(a, b, *, reference=None) -> RunComparison:

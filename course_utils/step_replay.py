@@ -31,13 +31,16 @@ only when the terms do not cancel. Some gradients are zero in exact arithmetic, 
 rounding noise: attention's key bias adds the same amount to every score of a query, which the
 softmax ignores, and its gradient is a sum of terms that cancel. Its optimizer slots then move by
 noise, and a sharded step, whose sums run in another order, moves them by other noise (67 % of the
-step in the small transformer of `models`). So a step that is beyond both bounds is computed once
-more on one device, from its state with every weight moved by one unit in its last place (a change
-only rounding sees: a gradient that is not noise moves by a few units of rounding, or by one
-example's share where it flips a decision). A tensor that this moves by more than one example's share
-of what the step changed is rounding noise (`noise_only`): no order of sums reproduces it, so it is
-not judged, and the verdict says which. Every other tensor is judged as before: a gradient summed
-instead of averaged still moves its slots by several times the step.
+step in one run of the small transformer of `models`, up to several times it in others). So a step
+that is beyond both bounds is computed once more on one device, from its state with every float32
+weight moved by one unit in its last place (a change only rounding sees: a gradient that is not
+noise moves by a few units of rounding, or by one example's share where it flips a decision). A
+tensor whose step this moves by more than one example's share of what the step changed is rounding
+noise (`noise_only`): no order of sums reproduces it, so it is not judged, and the verdict says
+which. Every other tensor is judged as before: a gradient summed instead of averaged still moves its
+slots by several times the step. The line has a cost: a nudge that flips two decisions or more (an
+expert's choice in a small batch) can mark a tensor that is not noise; that happens only in a step
+already beyond both bounds, and the verdict names every tensor it left unjudged.
 """
 
 from __future__ import annotations
@@ -63,9 +66,9 @@ class StepReplay:
         changes: Per step and tensor, what the one-device step changed, `|s_one - s_0|`.
         sizes: Per step and tensor, `|s_one|`.
         rows: The batch size: one example's share of a step is `1 / rows`.
-        nudged: Per step and tensor, how far the same step on one device moves when every weight it
-            starts from moves by one unit in its last place, `|s_nudged - s_one|`; measured only for a
-            step beyond both bounds without it, 0 elsewhere (None: never measured).
+        nudged: Per step and tensor, how far the same step on one device moves when every float32
+            weight it starts from moves by one unit in its last place (the step, the nudge itself taken
+            off); measured only for a step beyond both bounds without it, 0 elsewhere (None: never measured).
     """
 
     names: tuple[str, ...]
@@ -94,7 +97,7 @@ class StepReplay:
     @property
     def noise(self) -> np.ndarray:
         """Per step and tensor: True where the step is rounding noise, moving by more than one example's share
-        of what it changed when every weight it starts from moves by one unit in its last place."""
+        of what it changed when every float32 weight it starts from moves by one unit in its last place."""
         if self.nudged is None:
             return np.zeros(self.differences.shape, bool)
         return self._against_changes(self.nudged) > self.flip_bound
@@ -234,35 +237,29 @@ class StepReplayer:
         self._before, self.step = sharded, self.step + 1
 
     def _nudged(self, batch, one) -> list[float]:
-        """Per tensor, `|s_nudged - s_one|`: the same step on one device from the state before it, every weight
-        moved by one unit in its last place, up or down at random (the same draw on every CPU)."""
+        """Per tensor, how far the same step on one device moves when every float32 (or float64) weight it starts
+        from moves by one unit in its last place, up or down at random (the same draw on every CPU): the step
+        measured, `|(s_nudged - s0_nudged) - (s_one - s0)|`, so a weight's own nudge is not counted. Weights of a
+        narrower type are left as they are: their unit in the last place (2**-8 of a bfloat16) is no rounding of a
+        float32 step, and would move every tensor as far as a real difference does."""
         from course_utils import keras_internals
         from course_utils.xla_settings import keyed_without_names
 
         trainable, non_trainable, optimizer = self._before
         rng = np.random.default_rng(self.step)
         nudged = [np.nextafter(w, np.where(rng.random(w.shape) < 0.5, -np.inf, np.inf).astype(w.dtype))
-                  if _floating(w.dtype) else w for w in map(np.asarray, trainable)]
+                  if w.dtype in (np.float32, np.float64) else w for w in map(np.asarray, trainable)]
         with no_distribution(), keyed_without_names():
             other = keras_internals.one_step(self.twin, (nudged, non_trainable, optimizer), batch)
-        return [float(np.linalg.norm(np.asarray(a, np.float64) - np.asarray(b, np.float64)))
-                for a, b in zip(_flat(other), _flat(one))]
+        starts = _flat((nudged, non_trainable, optimizer))
+        as64 = lambda t: np.asarray(t, np.float64)
+        return [float(np.linalg.norm((as64(a) - as64(a0)) - (as64(b) - as64(b0))))
+                for a, a0, b, b0 in zip(_flat(other), starts, _flat(one), _flat(self._before))]
 
     def replay(self) -> StepReplay:
         table = np.array(self.rows, dtype=np.float64).reshape(len(self.rows), 3, len(self.names))
         nudged = np.array(self.nudged, dtype=np.float64).reshape(len(self.rows), len(self.names))
         return StepReplay(self.names, table[:, 0], table[:, 1], table[:, 2], rows=self.batch_size, nudged=nudged)
-
-
-def _floating(dtype) -> bool:
-    """Whether values of `dtype` are floating point, bfloat16 and the other ml_dtypes types included."""
-    import ml_dtypes
-
-    try:
-        ml_dtypes.finfo(dtype)
-    except ValueError:
-        return False
-    return True
 
 
 def _flat(state) -> list:

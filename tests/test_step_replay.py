@@ -63,11 +63,3 @@ def test_a_tensor_whose_step_is_rounding_noise_is_named_and_not_judged():
                         rows=64, nudged=np.array([[0.0, 1e-9 / 70, 0.0]]))
     assert within.noise_only() == [] and within.kinds() == [BEYOND]
 
-
-def test_the_nudge_takes_bfloat16_weights_as_floating_point_and_leaves_integers_alone():
-    import ml_dtypes
-
-    from course_utils.step_replay import _floating
-
-    assert _floating(np.float32) and _floating(np.dtype(ml_dtypes.bfloat16)) and _floating(np.float16)
-    assert not _floating(np.int32) and not _floating(np.bool_)

@@ -223,23 +223,26 @@ def execute_series(paths: Iterable[str | os.PathLike], *, workers: int = SERIES_
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers is how many lessons run at once, a whole number of at least 1. "
                          f"Received: {workers!r}.")
-    kernels, stopped = Kernels(), threading.Event()
+    kernels, stopped, lock = Kernels(), {"at": None, "all": False}, threading.Lock()
 
-    def run(path):
+    def run_lesson(index, path):
         # A thread takes the next lesson as soon as its last one ends, before this generator hears of the
-        # end: so a lesson that fails stops the series itself, and a lesson whose turn comes after the
-        # series stopped never starts.
-        if stopped.is_set():
-            raise RuntimeError(f"{path}: not started, the series had stopped")
+        # end: so a lesson that fails stops the series itself, and no lesson after it starts. One before it
+        # still runs (the caller reads the runs in order, and reaches that one first).
+        with lock:
+            failed_at = stopped["at"]
+            if stopped["all"] or (failed_at is not None and index > failed_at):
+                raise RuntimeError(f"{path}: not started, the series had stopped")
         try:
             return execute(path, _kernels=kernels, **kwargs)
         except Exception:
             if not keep_going:
-                stopped.set()
+                with lock:
+                    stopped["at"] = index if stopped["at"] is None else min(stopped["at"], index)
             raise
 
     pool = ThreadPoolExecutor(workers, thread_name_prefix="lesson")
-    futures = collections.deque((Path(path), pool.submit(run, path)) for path in paths)
+    futures = collections.deque((Path(path), pool.submit(run_lesson, i, path)) for i, path in enumerate(paths))
     try:
         while futures:
             path, future = futures[0]  # still listed while awaited: Ctrl-C here must stop its kernel too
@@ -252,7 +255,8 @@ def execute_series(paths: Iterable[str | os.PathLike], *, workers: int = SERIES_
             futures.popleft()  # a run is dropped here once yielded
             yield run
     finally:
-        stopped.set()
+        with lock:
+            stopped["all"] = True
         running = [f for _, f in futures if not f.cancel()]  # stopped early: these had started
         while running:
             kernels.kill()  # again each round, for a kernel that was still starting
