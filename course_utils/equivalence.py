@@ -187,7 +187,7 @@ def _beyond(label: str, replay: StepReplay) -> str:
             f"beyond one example's share, 1/{replay.rows}), and {len(beyond)} of its {len(replay)} steps do. "
             f"That is not rounding: the sharded step computes something else. Check what each device is fed "
             f"and that every gradient is averaged over the batch axis ({explain_bounds(replay.rows)})."
-            + (f" Also {_unjudged(replay.noise_only())}." if replay.noise_only() else ""))
+            + (f" Also {_unjudged(noise)}." if (noise := replay.noise_only()) else ""))
 
 
 def compare_runs(a, b, *, reference=None) -> RunComparison:

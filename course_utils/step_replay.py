@@ -222,14 +222,11 @@ class StepReplayer:
 
     def after(self, model) -> None:
         from course_utils import keras_internals
-        from course_utils.xla_settings import keyed_without_names
 
         sharded = keras_internals.state_after_step(model)
         start = self.step * self.batch_size % len(self.x)
         batch = (self.x[start:start + self.batch_size], self.y[start:start + self.batch_size])
-        # only run, never read: the program may be shared with any model of these shapes
-        with no_distribution(), keyed_without_names():
-            one = keras_internals.one_step(self.twin, self._before, batch)
+        one = self._on_one_device(self._before, batch)
         row = _distances(_flat(self._before), _flat(sharded), _flat(one))
         self.rows.append(row)
         judged = StepReplay(self.names, *(np.array([part], np.float64) for part in row), rows=self.batch_size)
@@ -242,19 +239,24 @@ class StepReplayer:
         measured, `|(s_nudged - s0_nudged) - (s_one - s0)|`, so a weight's own nudge is not counted. Weights of a
         narrower type are left as they are: their unit in the last place (2**-8 of a bfloat16) is no rounding of a
         float32 step, and would move every tensor as far as a real difference does."""
-        from course_utils import keras_internals
-        from course_utils.xla_settings import keyed_without_names
-
         trainable, non_trainable, optimizer = self._before
         rng = np.random.default_rng(self.step)
         nudged = [np.nextafter(w, np.where(rng.random(w.shape) < 0.5, -np.inf, np.inf).astype(w.dtype))
                   if w.dtype in (np.float32, np.float64) else w for w in map(np.asarray, trainable)]
-        with no_distribution(), keyed_without_names():
-            other = keras_internals.one_step(self.twin, (nudged, non_trainable, optimizer), batch)
+        other = self._on_one_device((nudged, non_trainable, optimizer), batch)
         starts = _flat((nudged, non_trainable, optimizer))
         as64 = lambda t: np.asarray(t, np.float64)
         return [float(np.linalg.norm((as64(a) - as64(a0)) - (as64(b) - as64(b0))))
                 for a, a0, b, b0 in zip(_flat(other), starts, _flat(one), _flat(self._before))]
+
+    def _on_one_device(self, state, batch):
+        """The twin's own compiled step from `state` on `batch`, with no distribution in force."""
+        from course_utils import keras_internals
+        from course_utils.xla_settings import keyed_without_names
+
+        # only run, never read: the program may be shared with any model of these shapes
+        with no_distribution(), keyed_without_names():
+            return keras_internals.one_step(self.twin, state, batch)
 
     def replay(self) -> StepReplay:
         table = np.array(self.rows, dtype=np.float64).reshape(len(self.rows), 3, len(self.names))

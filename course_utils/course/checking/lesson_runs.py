@@ -198,6 +198,30 @@ def why_failed(error: BaseException, timeout: int) -> str:
     return (lines[-1] if lines else type(error).__name__)[:200]
 
 
+class _SeriesStop:
+    """Which lessons of a series may still start. A thread takes the next lesson as soon as its last one ends,
+    before the series' generator hears of the end: so a lesson that fails stops the series itself, and no lesson
+    after it starts; one before it still runs (the caller reads the runs in order, and reaches that one first).
+    When the generator stops, nothing more starts."""
+
+    def __init__(self):
+        self._lock, self._failed_at, self._all = threading.Lock(), None, False
+
+    def check(self, index: int, path) -> None:
+        """Raises, so that the lesson never starts, when the series stopped before its turn."""
+        with self._lock:
+            if self._all or (self._failed_at is not None and index > self._failed_at):
+                raise RuntimeError(f"{path}: not started, the series had stopped")
+
+    def failed(self, index: int) -> None:
+        with self._lock:
+            self._failed_at = index if self._failed_at is None else min(self._failed_at, index)
+
+    def everything(self) -> None:
+        with self._lock:
+            self._all = True
+
+
 def execute_series(paths: Iterable[str | os.PathLike], *, workers: int = SERIES_WORKERS,
                    keep_going: bool = False, **kwargs) -> Iterator[LessonRun | Failed]:
     """Runs lessons `workers` at a time (`execute(path, **kwargs)` each) and yields their runs in order.
@@ -223,22 +247,15 @@ def execute_series(paths: Iterable[str | os.PathLike], *, workers: int = SERIES_
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers is how many lessons run at once, a whole number of at least 1. "
                          f"Received: {workers!r}.")
-    kernels, stopped, lock = Kernels(), {"at": None, "all": False}, threading.Lock()
+    kernels, stop = Kernels(), _SeriesStop()
 
     def run_lesson(index, path):
-        # A thread takes the next lesson as soon as its last one ends, before this generator hears of the
-        # end: so a lesson that fails stops the series itself, and no lesson after it starts. One before it
-        # still runs (the caller reads the runs in order, and reaches that one first).
-        with lock:
-            failed_at = stopped["at"]
-            if stopped["all"] or (failed_at is not None and index > failed_at):
-                raise RuntimeError(f"{path}: not started, the series had stopped")
+        stop.check(index, path)
         try:
             return execute(path, _kernels=kernels, **kwargs)
         except Exception:
             if not keep_going:
-                with lock:
-                    stopped["at"] = index if stopped["at"] is None else min(stopped["at"], index)
+                stop.failed(index)
             raise
 
     pool = ThreadPoolExecutor(workers, thread_name_prefix="lesson")
@@ -255,8 +272,7 @@ def execute_series(paths: Iterable[str | os.PathLike], *, workers: int = SERIES_
             futures.popleft()  # a run is dropped here once yielded
             yield run
     finally:
-        with lock:
-            stopped["all"] = True
+        stop.everything()
         running = [f for _, f in futures if not f.cancel()]  # stopped early: these had started
         while running:
             kernels.kill()  # again each round, for a kernel that was still starting
